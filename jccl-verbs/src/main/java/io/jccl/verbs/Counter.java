@@ -1,0 +1,53 @@
+package io.jccl.verbs;
+
+/**
+ * Per-context counters, named as the Linux RDMA port counters and rxe hw_counters are, so dashboards and
+ * {@code jccl devinfo -v} read the same names. Data counters are in bytes (not the 4-byte words of the PMA).
+ */
+public enum Counter {
+    /** Payload bytes sent. */
+    PORT_XMIT_DATA("port_xmit_data"),
+    /** Payload bytes received. */
+    PORT_RCV_DATA("port_rcv_data"),
+    /** Messages (frames) sent. */
+    PORT_XMIT_PACKETS("port_xmit_packets"),
+    /** Messages (frames) received. */
+    PORT_RCV_PACKETS("port_rcv_packets"),
+    /** Malformed or unexpected input dropped (connection closed). */
+    PORT_RCV_ERRORS("port_rcv_errors"),
+    /** Requests that arrived out of sequence. */
+    OUT_OF_SEQUENCE("out_of_sequence"),
+    /** PSN sequence errors reported by the peer. */
+    PACKET_SEQ_ERR("packet_seq_err"),
+    /** Requests that timed out waiting for an acknowledgement. */
+    LOCAL_ACK_TIMEOUT_ERR("local_ack_timeout_err"),
+    /** Requests that ran out of RNR retries. */
+    RNR_NAK_RETRY_ERR("rnr_nak_retry_err"),
+    /** RNR NAKs received (the peer had no receive posted). */
+    RCVD_RNR_ERR("rcvd_rnr_err"),
+    /** RNR NAKs sent (we had no receive posted). */
+    SEND_RNR_ERR("send_rnr_err"),
+    /** Remote access errors detected as responder (bad key, range or permission). */
+    REMOTE_ACCESS_ERRORS("remote_access_errors"),
+    /** Remote access errors reported by the peer to us as requester. */
+    REQ_REMOTE_ACCESS_ERRORS("req_remote_access_errors"),
+    /** Connections or peers lost. */
+    LINK_DOWNED("link_downed"),
+    /** SEND/RECV messages delivered. */
+    RDMA_RECVS("rdma_recvs"),
+    /** SEND messages sent. */
+    RDMA_SENDS("rdma_sends"),
+    /** Duplicate requests received. */
+    DUPLICATE_REQUEST("duplicate_request");
+
+    private final String linuxName;
+
+    Counter(String linuxName) {
+        this.linuxName = linuxName;
+    }
+
+    /** The Linux counter name. */
+    public String linuxName() {
+        return linuxName;
+    }
+}

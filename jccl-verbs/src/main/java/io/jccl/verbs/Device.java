@@ -1,0 +1,16 @@
+package io.jccl.verbs;
+
+/** A device of some provider ({@code struct ibv_device}). */
+public interface Device {
+    /** Device name, unique on this host (for example {@code shm0}, {@code tcp0}). */
+    String name();
+
+    /** The provider that serves the device. */
+    String providerName();
+
+    /** Node GUID. */
+    long guid();
+
+    /** Opens the device. */
+    Context open();
+}

@@ -1,0 +1,11 @@
+package io.jccl.verbs.spi;
+
+/** Something a completion queue's poll drives forward (a queue pair's send or receive side). */
+public interface Progressable {
+    /**
+     * Makes whatever progress is possible now without blocking.
+     *
+     * @return how much work was done (0 when there was nothing to do)
+     */
+    int progress();
+}
