@@ -1,0 +1,41 @@
+package io.jccl.examples;
+
+import io.jccl.verbs.AccessFlag;
+import io.jccl.verbs.Endpoint;
+import io.jccl.verbs.QueuePair;
+import io.jccl.verbs.QueuePairAttributes;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.PrintWriter;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * Connection setup the classic verbs way (as rc_pingpong and perftest do): swap endpoint records over any out-of-
+ * band channel — here one text line each way over a socket — and drive the queue pair INIT → RTR → RTS yourself.
+ */
+final class ExplicitSetup {
+    private ExplicitSetup() {
+    }
+
+    /** Sends our endpoint line and reads the peer's. */
+    static Endpoint exchange(Socket socket, Endpoint local) throws IOException {
+        PrintWriter out = new PrintWriter(socket.getOutputStream(), true, StandardCharsets.UTF_8);
+        BufferedReader in = new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.UTF_8));
+        out.println(local.encode());
+        String line = in.readLine();
+        if (line == null) {
+            throw new IOException("peer closed the exchange channel");
+        }
+        return Endpoint.decode(line);
+    }
+
+    /** INIT (granting {@code access}) → RTR towards {@code remote} → RTS. */
+    static void connect(QueuePair queuePair, Endpoint remote, AccessFlag... access) {
+        queuePair.modify(QueuePairAttributes.toInit(access));
+        queuePair.modify(QueuePairAttributes.toReadyToReceive(remote));
+        queuePair.modify(QueuePairAttributes.toReadyToSend(queuePair.initialPsn()));
+    }
+}
