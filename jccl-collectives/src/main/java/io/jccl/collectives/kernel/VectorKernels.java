@@ -1,0 +1,277 @@
+package io.jccl.collectives.kernel;
+
+import io.jccl.collectives.DataType;
+import io.jccl.collectives.ReduceOp;
+import jdk.incubator.vector.ByteVector;
+import jdk.incubator.vector.DoubleVector;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.IntVector;
+import jdk.incubator.vector.LongVector;
+import jdk.incubator.vector.VectorMask;
+import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorSpecies;
+
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteOrder;
+
+/**
+ * Vector API reductions (preferred species, 256-bit on AVX2). Loaded reflectively by {@link Kernels} so that this
+ * class is never linked when {@code jdk.incubator.vector} is absent. Tails shorter than a vector use the scalar
+ * loops, so results match {@link ScalarKernels} bit for bit. bfloat16 uses the int-pair trick: each 32-bit lane
+ * holds two bf16 values that are widened with a shift and a mask, combined in float32 and rounded back to
+ * nearest even. float16 has no vector conversion in this Vector API release and runs the scalar loop, whose
+ * {@link Float#float16ToFloat} conversions are intrinsics.
+ */
+final class VectorKernels implements ReduceKernels {
+    private static final ByteOrder NO = ByteOrder.nativeOrder();
+    private static final VectorSpecies<Byte> BS = ByteVector.SPECIES_PREFERRED;
+    private static final VectorSpecies<Integer> IS = IntVector.SPECIES_PREFERRED;
+    private static final VectorSpecies<Long> LS = LongVector.SPECIES_PREFERRED;
+    private static final VectorSpecies<Float> FS = FloatVector.SPECIES_PREFERRED;
+    private static final VectorSpecies<Double> DS = DoubleVector.SPECIES_PREFERRED;
+
+    private final ThreadLocal<ScalarKernels.Pair> pairs = ThreadLocal.withInitial(ScalarKernels.Pair::new);
+
+    @Override
+    public String name() {
+        return "vector-" + FS.vectorBitSize();
+    }
+
+    @Override
+    public void reduce(DataType type, ReduceOp op, MemorySegment a, long aOffset, MemorySegment b, long bOffset,
+                       MemorySegment dst, long dstOffset, long count, int divisor) {
+        ScalarKernels.Pair p = pairs.get();
+        p.segments[0] = a;
+        p.segments[1] = b;
+        p.offsets[0] = aOffset;
+        p.offsets[1] = bOffset;
+        try {
+            reduce(type, op, p.segments, p.offsets, 2, dst, dstOffset, count, divisor);
+        } finally {
+            p.segments[0] = null;
+            p.segments[1] = null;
+        }
+    }
+
+    @Override
+    public void reduce(DataType type, ReduceOp op, MemorySegment[] s, long[] o, int n, MemorySegment d, long dOff,
+                       long count, int divisor) {
+        ScalarKernels.check(n, count);
+        if (count == 0) {
+            return;
+        }
+        switch (type) {
+            case INT8 -> i8(op, s, o, n, d, dOff, count, divisor, false);
+            case UINT8 -> i8(op, s, o, n, d, dOff, count, divisor, true);
+            case INT32 -> i32(op, s, o, n, d, dOff, count, divisor);
+            case INT64 -> i64(op, s, o, n, d, dOff, count, divisor);
+            case FLOAT16 -> ScalarKernels.f16(op, s, o, n, d, dOff, 0, count, divisor);
+            case BFLOAT16 -> bf16(op, s, o, n, d, dOff, count, divisor);
+            case FLOAT32 -> f32(op, s, o, n, d, dOff, count, divisor);
+            case FLOAT64 -> f64(op, s, o, n, d, dOff, count, divisor);
+        }
+    }
+
+    @Override
+    public void divide(DataType type, MemorySegment seg, long off, long count, int divisor) {
+        if (divisor <= 1 || count == 0) {
+            return;
+        }
+        switch (type) {
+            case FLOAT32 -> {
+                int lanes = FS.length();
+                long bound = count - count % lanes;
+                for (long i = 0; i < bound; i += lanes) {
+                    FloatVector.fromMemorySegment(FS, seg, off + i * 4, NO).div(divisor)
+                        .intoMemorySegment(seg, off + i * 4, NO);
+                }
+                ScalarKernels.divideRange(type, seg, off, bound, count, divisor);
+            }
+            case FLOAT64 -> {
+                int lanes = DS.length();
+                long bound = count - count % lanes;
+                for (long i = 0; i < bound; i += lanes) {
+                    DoubleVector.fromMemorySegment(DS, seg, off + i * 8, NO).div(divisor)
+                        .intoMemorySegment(seg, off + i * 8, NO);
+                }
+                ScalarKernels.divideRange(type, seg, off, bound, count, divisor);
+            }
+            default -> ScalarKernels.divideRange(type, seg, off, 0, count, divisor);
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------ combine
+
+    private static FloatVector combine(ReduceOp op, FloatVector a, FloatVector b) {
+        return switch (op) {
+            case SUM, AVG -> a.add(b);
+            case PROD -> a.mul(b);
+            case MIN -> a.min(b);
+            case MAX -> a.max(b);
+        };
+    }
+
+    private static DoubleVector combine(ReduceOp op, DoubleVector a, DoubleVector b) {
+        return switch (op) {
+            case SUM, AVG -> a.add(b);
+            case PROD -> a.mul(b);
+            case MIN -> a.min(b);
+            case MAX -> a.max(b);
+        };
+    }
+
+    private static IntVector combine(ReduceOp op, IntVector a, IntVector b) {
+        return switch (op) {
+            case SUM, AVG -> a.add(b);
+            case PROD -> a.mul(b);
+            case MIN -> a.min(b);
+            case MAX -> a.max(b);
+        };
+    }
+
+    private static LongVector combine(ReduceOp op, LongVector a, LongVector b) {
+        return switch (op) {
+            case SUM, AVG -> a.add(b);
+            case PROD -> a.mul(b);
+            case MIN -> a.min(b);
+            case MAX -> a.max(b);
+        };
+    }
+
+    private static ByteVector combine(ReduceOp op, ByteVector a, ByteVector b, boolean unsigned) {
+        return switch (op) {
+            case SUM, AVG -> a.add(b);
+            case PROD -> a.mul(b);
+            case MIN -> unsigned ? a.lanewise(VectorOperators.UMIN, b) : a.min(b);
+            case MAX -> unsigned ? a.lanewise(VectorOperators.UMAX, b) : a.max(b);
+        };
+    }
+
+    // ------------------------------------------------------------------------------------------------ loops
+
+    private static void f32(ReduceOp op, MemorySegment[] s, long[] o, int n, MemorySegment d, long dOff, long count,
+                            int divisor) {
+        boolean avg = op == ReduceOp.AVG && divisor > 1;
+        int lanes = FS.length();
+        long bound = count - count % lanes;
+        for (long i = 0; i < bound; i += lanes) {
+            long b = i * 4;
+            FloatVector acc = FloatVector.fromMemorySegment(FS, s[0], o[0] + b, NO);
+            for (int j = 1; j < n; j++) {
+                acc = combine(op, acc, FloatVector.fromMemorySegment(FS, s[j], o[j] + b, NO));
+            }
+            if (avg) {
+                acc = acc.div(divisor);
+            }
+            acc.intoMemorySegment(d, dOff + b, NO);
+        }
+        ScalarKernels.f32(op, s, o, n, d, dOff, bound, count, divisor);
+    }
+
+    private static void f64(ReduceOp op, MemorySegment[] s, long[] o, int n, MemorySegment d, long dOff, long count,
+                            int divisor) {
+        boolean avg = op == ReduceOp.AVG && divisor > 1;
+        int lanes = DS.length();
+        long bound = count - count % lanes;
+        for (long i = 0; i < bound; i += lanes) {
+            long b = i * 8;
+            DoubleVector acc = DoubleVector.fromMemorySegment(DS, s[0], o[0] + b, NO);
+            for (int j = 1; j < n; j++) {
+                acc = combine(op, acc, DoubleVector.fromMemorySegment(DS, s[j], o[j] + b, NO));
+            }
+            if (avg) {
+                acc = acc.div(divisor);
+            }
+            acc.intoMemorySegment(d, dOff + b, NO);
+        }
+        ScalarKernels.f64(op, s, o, n, d, dOff, bound, count, divisor);
+    }
+
+    private static void i32(ReduceOp op, MemorySegment[] s, long[] o, int n, MemorySegment d, long dOff, long count,
+                            int divisor) {
+        int lanes = IS.length();
+        long bound = count - count % lanes;
+        for (long i = 0; i < bound; i += lanes) {
+            long b = i * 4;
+            IntVector acc = IntVector.fromMemorySegment(IS, s[0], o[0] + b, NO);
+            for (int j = 1; j < n; j++) {
+                acc = combine(op, acc, IntVector.fromMemorySegment(IS, s[j], o[j] + b, NO));
+            }
+            acc.intoMemorySegment(d, dOff + b, NO);
+        }
+        if (op == ReduceOp.AVG) {
+            ScalarKernels.divideRange(DataType.INT32, d, dOff, 0, bound, divisor);
+        }
+        ScalarKernels.i32(op, s, o, n, d, dOff, bound, count, divisor);
+    }
+
+    private static void i64(ReduceOp op, MemorySegment[] s, long[] o, int n, MemorySegment d, long dOff, long count,
+                            int divisor) {
+        int lanes = LS.length();
+        long bound = count - count % lanes;
+        for (long i = 0; i < bound; i += lanes) {
+            long b = i * 8;
+            LongVector acc = LongVector.fromMemorySegment(LS, s[0], o[0] + b, NO);
+            for (int j = 1; j < n; j++) {
+                acc = combine(op, acc, LongVector.fromMemorySegment(LS, s[j], o[j] + b, NO));
+            }
+            acc.intoMemorySegment(d, dOff + b, NO);
+        }
+        if (op == ReduceOp.AVG) {
+            ScalarKernels.divideRange(DataType.INT64, d, dOff, 0, bound, divisor);
+        }
+        ScalarKernels.i64(op, s, o, n, d, dOff, bound, count, divisor);
+    }
+
+    private static void i8(ReduceOp op, MemorySegment[] s, long[] o, int n, MemorySegment d, long dOff, long count,
+                           int divisor, boolean unsigned) {
+        int lanes = BS.length();
+        long bound = count - count % lanes;
+        for (long i = 0; i < bound; i += lanes) {
+            ByteVector acc = ByteVector.fromMemorySegment(BS, s[0], o[0] + i, NO);
+            for (int j = 1; j < n; j++) {
+                acc = combine(op, acc, ByteVector.fromMemorySegment(BS, s[j], o[j] + i, NO), unsigned);
+            }
+            acc.intoMemorySegment(d, dOff + i, NO);
+        }
+        if (op == ReduceOp.AVG) {
+            ScalarKernels.divideRange(unsigned ? DataType.UINT8 : DataType.INT8, d, dOff, 0, bound, divisor);
+        }
+        ScalarKernels.i8(op, s, o, n, d, dOff, bound, count, divisor, unsigned);
+    }
+
+    /** bfloat16 with the int-pair trick: 2 elements per 32-bit lane. */
+    private static void bf16(ReduceOp op, MemorySegment[] s, long[] o, int n, MemorySegment d, long dOff, long count,
+                             int divisor) {
+        boolean avg = op == ReduceOp.AVG && divisor > 1;
+        int perVector = IS.length() * 2;
+        long bound = count - count % perVector;
+        for (long i = 0; i < bound; i += perVector) {
+            long b = i * 2;
+            IntVector x = IntVector.fromMemorySegment(IS, s[0], o[0] + b, NO);
+            FloatVector lo = x.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
+            FloatVector hi = x.and(0xFFFF0000).reinterpretAsFloats();
+            for (int j = 1; j < n; j++) {
+                IntVector y = IntVector.fromMemorySegment(IS, s[j], o[j] + b, NO);
+                lo = combine(op, lo, y.lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats());
+                hi = combine(op, hi, y.and(0xFFFF0000).reinterpretAsFloats());
+            }
+            if (avg) {
+                lo = lo.div(divisor);
+                hi = hi.div(divisor);
+            }
+            IntVector packed = round(lo).or(round(hi).lanewise(VectorOperators.LSHL, 16));
+            packed.intoMemorySegment(d, dOff + b, NO);
+        }
+        ScalarKernels.bf16(op, s, o, n, d, dOff, bound, count, divisor);
+    }
+
+    /** float32 lanes → bf16 bits in the low 16 bits of each lane, nearest even, NaN kept quiet. */
+    private static IntVector round(FloatVector v) {
+        IntVector bits = v.reinterpretAsInts();
+        IntVector high = bits.lanewise(VectorOperators.LSHR, 16);
+        IntVector rounded = bits.add(0x7FFF).add(high.and(1)).lanewise(VectorOperators.LSHR, 16);
+        VectorMask<Integer> nan = bits.and(0x7FFFFFFF).compare(VectorOperators.GT, 0x7F800000);
+        return rounded.blend(high.or(0x0040), nan);
+    }
+}
