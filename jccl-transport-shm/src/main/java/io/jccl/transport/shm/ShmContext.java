@@ -1,0 +1,83 @@
+package io.jccl.transport.shm;
+
+import io.jccl.verbs.AtomicCapability;
+import io.jccl.verbs.DeviceAttributes;
+import io.jccl.verbs.PathMtu;
+import io.jccl.verbs.PortAttributes;
+import io.jccl.verbs.PortState;
+import io.jccl.verbs.spi.AbstractContext;
+import io.jccl.verbs.spi.AbstractProtectionDomain;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
+import java.util.List;
+
+/**
+ * An open shm device. Owns the context control file {@code jccl-<pid>-<random>-ctx}, which holds the shared rkey
+ * table ({@link ShmKeyTable}) that peers consult for every one-sided request.
+ */
+public final class ShmContext extends AbstractContext {
+    /** Largest message (completions report byte counts as int). */
+    public static final long MAX_MESSAGE_SIZE = 1L << 30;
+    /** Largest region. */
+    public static final long MAX_REGION_SIZE = 1L << 40;
+
+    private final Arena arena = Arena.ofShared();
+    private final long fileId = ShmFiles.newFileId();
+    private final String fileName = ShmFiles.name(ShmFiles.selfPid(), fileId, ShmFiles.CONTEXT);
+    private final Path path = ShmFiles.DIRECTORY.resolve(fileName);
+    private final ShmKeyTable keyTable;
+    private final DeviceAttributes attributes;
+
+    ShmContext(ShmDevice device) {
+        super(device);
+        // Why here: a process killed -9 never ran its shutdown hook; the next process to open the device cleans up.
+        ShmFiles.reap();
+        MemorySegment file;
+        try {
+            file = ShmFiles.createAndMap(path, ShmKeyTable.FILE_SIZE, arena);
+        } catch (RuntimeException e) {
+            arena.close();
+            throw e;
+        }
+        keyTable = new ShmKeyTable(file);
+        keyTable.format(ShmFiles.selfPid());
+        attributes = new DeviceAttributes(device.name(), ShmProvider.NAME, "shared memory (JCCL shm)", "1.0",
+            device.guid(), 0x4A43, 1, 1, MAX_REGION_SIZE, 4096, 4096, 16384, 16, 4096, 1 << 20,
+            ShmKeyTable.CAPACITY / 2, 4096, 16, 16, 1024, AtomicCapability.ATOMIC_GLOB,
+            List.of(new PortAttributes(1, PortState.ACTIVE, PathMtu.MTU_4096, PathMtu.MTU_4096, "Memory",
+                MAX_MESSAGE_SIZE, "boot_id:" + ShmFiles.bootId())));
+    }
+
+    @Override
+    public DeviceAttributes query() {
+        return attributes;
+    }
+
+    @Override
+    protected AbstractProtectionDomain newProtectionDomain() {
+        return new ShmProtectionDomain(this);
+    }
+
+    /** The shared rkey table. */
+    ShmKeyTable keyTable() {
+        return keyTable;
+    }
+
+    /** Name of the control file (part of every endpoint address). */
+    String fileName() {
+        return fileName;
+    }
+
+    /** Path of the control file. */
+    public Path path() {
+        return path;
+    }
+
+    @Override
+    protected void closeProvider() {
+        ShmFiles.delete(path);
+        arena.close();
+    }
+}

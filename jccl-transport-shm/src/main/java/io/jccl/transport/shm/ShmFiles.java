@@ -1,0 +1,215 @@
+package io.jccl.transport.shm;
+
+import io.jccl.verbs.VerbsException;
+import io.jccl.verbs.spi.Config;
+import io.jccl.verbs.spi.SecureIds;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.channels.FileChannel;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.FileAttribute;
+import java.nio.file.attribute.PosixFilePermission;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.HexFormat;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * The provider's files under {@code /dev/shm} (or {@code JCCL_SHM_DIR}): naming, creation with mode 0600, mapping,
+ * removal on close and at JVM exit, reaping of files whose owner process died, host identity and process liveness.
+ *
+ * <p>Every name is {@code jccl-<owner pid>-<16 random hex digits>-<kind>}: the pid lets a later process see that the
+ * owner is gone and reap the file; the random part (64 bits from a CSPRNG) makes names unguessable, so a process
+ * that was not given an endpoint or key cannot find a region by listing names it could predict.
+ */
+public final class ShmFiles {
+    /** Directory of the provider's files. */
+    public static final Path DIRECTORY = Path.of(Config.value("JCCL_SHM_DIR", "/dev/shm"));
+    /** Suffix of context control files (key table). */
+    public static final String CONTEXT = "ctx";
+    /** Suffix of memory-region files. */
+    public static final String REGION = "mr";
+    /** Suffix of queue-pair files (state word, receive ring). */
+    public static final String QUEUE_PAIR = "qp";
+
+    private static final Pattern NAME = Pattern.compile("jccl-(\\d{1,10})-([0-9a-f]{16})-(ctx|mr|qp)");
+    private static final FileAttribute<Set<PosixFilePermission>> OWNER_ONLY =
+        PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------"));
+    private static final Set<Path> OWNED = ConcurrentHashMap.newKeySet();
+    private static final long SELF_PID = ProcessHandle.current().pid();
+    private static volatile String bootId;
+    private static volatile boolean hookInstalled;
+
+    private ShmFiles() {
+    }
+
+    /** This process's pid. */
+    public static long selfPid() {
+        return SELF_PID;
+    }
+
+    /** A fresh unguessable file id. */
+    public static long newFileId() {
+        return SecureIds.nonce();
+    }
+
+    /** The file name for {@code owner pid}, {@code file id} and kind suffix. */
+    public static String name(long pid, long fileId, String kind) {
+        return "jccl-" + pid + "-" + HexFormat.of().toHexDigits(fileId) + "-" + kind;
+    }
+
+    /** Whether {@code name} is a well-formed provider file name of kind {@code kind} (no path separators). */
+    public static boolean isValidName(String name, String kind) {
+        Matcher m = NAME.matcher(name);
+        return m.matches() && m.group(3).equals(kind);
+    }
+
+    /** The owner pid embedded in a well-formed name, or -1. */
+    public static long ownerPid(String name) {
+        Matcher m = NAME.matcher(name);
+        return m.matches() ? Long.parseLong(m.group(1)) : -1;
+    }
+
+    /** The host identity: the kernel's boot id, which differs between hosts (and between boots). */
+    public static String bootId() {
+        String id = bootId;
+        if (id == null) {
+            try {
+                id = Files.readString(Path.of("/proc/sys/kernel/random/boot_id")).trim();
+            } catch (IOException | RuntimeException e) {
+                // Without /proc we cannot prove host identity; a per-process value makes cross-process use fail
+                // loudly instead of silently connecting to the wrong host.
+                id = "no-boot-id-" + SELF_PID;
+            }
+            bootId = id;
+        }
+        return id;
+    }
+
+    /**
+     * Creates a new file of {@code size} bytes (mode 0600, never an existing file), maps it shared into
+     * {@code arena}, and registers it for removal at JVM exit.
+     */
+    public static MemorySegment createAndMap(Path path, long size, Arena arena) {
+        installHook();
+        try (FileChannel channel = FileChannel.open(path, Set.of(StandardOpenOption.CREATE_NEW,
+            StandardOpenOption.READ, StandardOpenOption.WRITE), OWNER_ONLY)) {
+            OWNED.add(path);
+            // Mapping READ_WRITE beyond the end grows the file; tmpfs allocates pages lazily, zero-filled.
+            return channel.map(FileChannel.MapMode.READ_WRITE, 0, size, arena);
+        } catch (IOException | RuntimeException e) {
+            delete(path);
+            throw new VerbsException(VerbsException.Reason.NO_RESOURCES,
+                "cannot create shared-memory file " + path + " of " + size + " bytes: " + e
+                    + " (is " + DIRECTORY + " full or not writable? set JCCL_SHM_DIR to another tmpfs)", e);
+        }
+    }
+
+    /**
+     * Maps an existing file of a peer read-write into {@code arena}; {@code minSize} guards against truncated
+     * or foreign files.
+     *
+     * @throws NoSuchFileException when the file is gone (owner revoked or exited)
+     * @throws IOException on other failures
+     */
+    public static MemorySegment mapExisting(Path path, long minSize, Arena arena) throws IOException {
+        try (FileChannel channel = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+            long size = channel.size();
+            if (size < minSize) {
+                throw new IOException(path + " has " + size + " bytes, expected at least " + minSize);
+            }
+            return channel.map(FileChannel.MapMode.READ_WRITE, 0, size, arena);
+        }
+    }
+
+    /** Removes a file (quietly when it is already gone) and forgets it. */
+    public static void delete(Path path) {
+        OWNED.remove(path);
+        try {
+            Files.deleteIfExists(path);
+        } catch (IOException ignored) {
+            // nothing more to do: the reaper of a later process removes it once we are gone
+        }
+    }
+
+    /** Files this process created and has not removed yet (for tests and diagnostics). */
+    public static Set<Path> owned() {
+        return Set.copyOf(OWNED);
+    }
+
+    private static void installHook() {
+        if (hookInstalled) {
+            return;
+        }
+        synchronized (ShmFiles.class) {
+            if (hookInstalled) {
+                return;
+            }
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                for (Path path : OWNED.toArray(new Path[0])) {
+                    delete(path);
+                }
+            }, "jccl-shm-cleanup"));
+            hookInstalled = true;
+        }
+    }
+
+    /**
+     * Removes provider files whose owner process is gone (killed before its shutdown hook could run).
+     *
+     * @return how many files were removed
+     */
+    public static int reap() {
+        int removed = 0;
+        try (DirectoryStream<Path> entries = Files.newDirectoryStream(DIRECTORY, "jccl-*")) {
+            for (Path entry : entries) {
+                Matcher m = NAME.matcher(entry.getFileName().toString());
+                if (!m.matches()) {
+                    continue;
+                }
+                long pid = Long.parseLong(m.group(1));
+                if (pid != SELF_PID && !isAlive(pid)) {
+                    try {
+                        if (Files.deleteIfExists(entry)) {
+                            removed++;
+                        }
+                    } catch (IOException ignored) {
+                        // another user's file (EPERM) or a race with another reaper
+                    }
+                }
+            }
+        } catch (IOException | RuntimeException ignored) {
+            // directory missing or unreadable: nothing to reap
+        }
+        return removed;
+    }
+
+    /**
+     * Whether process {@code pid} is running (zombies count as dead: their memory is gone, only the pid remains).
+     * Reads {@code /proc/<pid>/stat}; allocates, so callers rate-limit it.
+     */
+    public static boolean isAlive(long pid) {
+        if (pid == SELF_PID) {
+            return true;
+        }
+        Path stat = Path.of("/proc", Long.toString(pid), "stat");
+        try {
+            String text = Files.readString(stat);
+            int close = text.lastIndexOf(')');
+            char state = close >= 0 && close + 2 < text.length() ? text.charAt(close + 2) : '?';
+            return state != 'Z' && state != 'X';
+        } catch (NoSuchFileException e) {
+            return false;
+        } catch (IOException | RuntimeException e) {
+            return ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false);
+        }
+    }
+}

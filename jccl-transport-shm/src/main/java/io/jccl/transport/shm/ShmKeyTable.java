@@ -1,0 +1,233 @@
+package io.jccl.transport.shm;
+
+import io.jccl.verbs.VerbsException;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.VarHandle;
+
+/**
+ * The rkey table of a context, kept in its control file so that peers can check one-sided requests against it
+ * without asking the owner: fixed capacity, open addressing by rkey with linear probing.
+ *
+ * <p>Only the owner writes (under its lock); peers read. An entry is written as a seqlock (the sequence word is
+ * odd while the owner changes it) because the owner reuses revoked entries for new keys, and a peer must never
+ * combine the address of one region with the length of another. Revoking flips the state to REVOKED in one
+ * release store; a peer's next lookup sees it.
+ *
+ * <pre>
+ * header (64 B): magic u64 | version u32 | capacity u32 | owner pid u64
+ * entry  (64 B): seq u64 | rkey u32 | state u32 | access u32 | kind u32 | address u64 | length u64
+ *                | file id u64 | file offset u64 | file size u64
+ * </pre>
+ */
+public final class ShmKeyTable {
+    /** Magic number of context files ("JCCLCTX1"). */
+    public static final long MAGIC = 0x4A43434C43545831L;
+    /** Entries; twice the number of regions a context may hold, so probe chains stay short. */
+    public static final int CAPACITY = 8192;
+    /** Size of the header and of each entry. */
+    public static final int ENTRY_SIZE = 64;
+    /** Bytes of the table in the control file. */
+    public static final long FILE_SIZE = ENTRY_SIZE + (long) CAPACITY * ENTRY_SIZE;
+
+    /** Entry never used: ends a probe chain. */
+    public static final int FREE = 0;
+    /** Entry holds a registered region. */
+    public static final int VALID = 1;
+    /** Entry held a region that was deregistered (a tombstone; reusable by the owner). */
+    public static final int REVOKED = 2;
+
+    /** Region memory is a shared file: peers map it. */
+    public static final int KIND_FILE = 1;
+    /** Region memory is private to the owner: peers reach it by cross-memory attach only. */
+    public static final int KIND_PRIVATE = 2;
+
+    static final VarHandle LONG = ValueLayout.JAVA_LONG.varHandle();
+    static final VarHandle INT = ValueLayout.JAVA_INT.varHandle();
+
+    private static final long SEQ = 0;
+    private static final long RKEY = 8;
+    private static final long STATE = 12;
+    private static final long ACCESS = 16;
+    private static final long KIND = 20;
+    private static final long ADDRESS = 24;
+    private static final long LENGTH = 32;
+    private static final long FILE_ID = 40;
+    private static final long FILE_OFFSET = 48;
+    private static final long FILE_SIZE_FIELD = 56;
+    private static final int MAX_SEQLOCK_RETRIES = 1 << 16;
+
+    /** What a lookup found; preallocated by the reader, overwritten by each lookup (no allocation per request). */
+    public static final class Entry {
+        /** Index of the entry in the table. */
+        public int slot;
+        /** Remote key. */
+        public int rkey;
+        /** Access mask of the region ({@link io.jccl.verbs.AccessFlag} bits). */
+        public int access;
+        /** {@link #KIND_FILE} or {@link #KIND_PRIVATE}. */
+        public int kind;
+        /** The owner's virtual address of the first byte (what peers use as remote address). */
+        public long address;
+        /** Region length. */
+        public long length;
+        /** Random id naming the region file (file kind). */
+        public long fileId;
+        /** Offset of the region's first byte in its file. */
+        public long fileOffset;
+        /** Size of the region file. */
+        public long fileSize;
+
+        /** Whether {@code [remoteAddress, remoteAddress + len)} lies inside the region (overflow-safe). */
+        public boolean contains(long remoteAddress, long len) {
+            return len >= 0 && remoteAddress >= address && remoteAddress - address <= length - len;
+        }
+    }
+
+    private final MemorySegment table;
+
+    /** A view of a context file's table (the owner's or a peer's mapping). */
+    public ShmKeyTable(MemorySegment contextFile) {
+        if (contextFile.byteSize() < FILE_SIZE) {
+            throw new VerbsException(VerbsException.Reason.CONNECTION, "context file too small");
+        }
+        this.table = contextFile;
+    }
+
+    /** Formats a fresh (zeroed) control file. */
+    void format(long ownerPid) {
+        table.set(ValueLayout.JAVA_INT, 8, 1);
+        table.set(ValueLayout.JAVA_INT, 12, CAPACITY);
+        table.set(ValueLayout.JAVA_LONG, 16, ownerPid);
+        LONG.setRelease(table, 0L, MAGIC);
+    }
+
+    /** Whether the header carries the magic number and expected capacity. */
+    public boolean isWellFormed() {
+        return (long) LONG.getAcquire(table, 0L) == MAGIC && table.get(ValueLayout.JAVA_INT, 12) == CAPACITY;
+    }
+
+    /** The owner pid recorded in the header. */
+    public long ownerPid() {
+        return table.get(ValueLayout.JAVA_LONG, 16);
+    }
+
+    private static long base(int slot) {
+        return ENTRY_SIZE + (long) slot * ENTRY_SIZE;
+    }
+
+    private static int home(int rkey) {
+        int h = rkey * 0x9E3779B9;
+        return (h ^ (h >>> 16)) & (CAPACITY - 1);
+    }
+
+    /**
+     * Publishes a region (owner only, serialized by the caller).
+     *
+     * @return the entry's slot
+     * @throws VerbsException NO_RESOURCES when the table is full
+     */
+    synchronized int publish(int rkey, int access, int kind, long address, long length, long fileId,
+                             long fileOffset, long fileSize) {
+        int slot = -1;
+        for (int i = home(rkey), n = 0; n < CAPACITY; i = (i + 1) & (CAPACITY - 1), n++) {
+            int state = (int) INT.getAcquire(table, base(i) + STATE);
+            if (state != VALID) {
+                slot = i;
+                break;
+            }
+        }
+        if (slot < 0) {
+            throw new VerbsException(VerbsException.Reason.NO_RESOURCES, "shm key table full (" + CAPACITY
+                + " entries): deregister memory regions you no longer use");
+        }
+        long b = base(slot);
+        long seq = (long) LONG.getVolatile(table, b + SEQ);
+        LONG.setVolatile(table, b + SEQ, seq + 1);
+        table.set(ValueLayout.JAVA_INT, b + ACCESS, access);
+        table.set(ValueLayout.JAVA_INT, b + KIND, kind);
+        table.set(ValueLayout.JAVA_LONG, b + ADDRESS, address);
+        table.set(ValueLayout.JAVA_LONG, b + LENGTH, length);
+        table.set(ValueLayout.JAVA_LONG, b + FILE_ID, fileId);
+        table.set(ValueLayout.JAVA_LONG, b + FILE_OFFSET, fileOffset);
+        table.set(ValueLayout.JAVA_LONG, b + FILE_SIZE_FIELD, fileSize);
+        table.set(ValueLayout.JAVA_INT, b + RKEY, rkey);
+        INT.setRelease(table, b + STATE, VALID);
+        LONG.setRelease(table, b + SEQ, seq + 2);
+        return slot;
+    }
+
+    /** Revokes an entry (owner only): peers refuse the key from their next lookup on. */
+    synchronized void revoke(int slot, int rkey) {
+        long b = base(slot);
+        if (table.get(ValueLayout.JAVA_INT, b + RKEY) != rkey
+            || (int) INT.getAcquire(table, b + STATE) != VALID) {
+            return;
+        }
+        long seq = (long) LONG.getVolatile(table, b + SEQ);
+        LONG.setVolatile(table, b + SEQ, seq + 1);
+        INT.setRelease(table, b + STATE, REVOKED);
+        LONG.setRelease(table, b + SEQ, seq + 2);
+    }
+
+    /**
+     * Finds the live entry of {@code rkey}.
+     *
+     * @return true and {@code out} filled when the key names a registered region; false when it is unknown or
+     *     revoked (the caller answers REM_ACCESS_ERR)
+     */
+    public boolean lookup(int rkey, Entry out) {
+        if (rkey == 0) {
+            return false;
+        }
+        for (int i = home(rkey), n = 0; n < CAPACITY; i = (i + 1) & (CAPACITY - 1), n++) {
+            int r = read(i, out);
+            if (r == FREE) {
+                return false;
+            }
+            if (out.rkey == rkey) {
+                if (r == VALID) {
+                    return true;
+                }
+                // A revoked tombstone of this key; a later entry may hold it again only after a new
+                // registration with the same random key, which is possible but harmless: keep probing.
+            }
+        }
+        return false;
+    }
+
+    /** Whether entry {@code slot} still holds {@code rkey} and is valid (receive descriptors check this). */
+    public boolean isValid(int slot, int rkey, Entry scratch) {
+        return slot >= 0 && slot < CAPACITY && read(slot, scratch) == VALID && scratch.rkey == rkey;
+    }
+
+    /** Reads entry {@code slot} consistently; returns its state (fields in {@code out}). */
+    private int read(int slot, Entry out) {
+        long b = base(slot);
+        for (int attempt = 0; attempt < MAX_SEQLOCK_RETRIES; attempt++) {
+            long seq = (long) LONG.getAcquire(table, b + SEQ);
+            if ((seq & 1) != 0) {
+                Thread.onSpinWait();
+                continue;
+            }
+            int state = (int) INT.get(table, b + STATE);
+            out.slot = slot;
+            out.rkey = (int) INT.get(table, b + RKEY);
+            out.access = (int) INT.get(table, b + ACCESS);
+            out.kind = (int) INT.get(table, b + KIND);
+            out.address = (long) LONG.get(table, b + ADDRESS);
+            out.length = (long) LONG.get(table, b + LENGTH);
+            out.fileId = (long) LONG.get(table, b + FILE_ID);
+            out.fileOffset = (long) LONG.get(table, b + FILE_OFFSET);
+            out.fileSize = (long) LONG.get(table, b + FILE_SIZE_FIELD);
+            VarHandle.acquireFence();
+            if ((long) LONG.get(table, b + SEQ) == seq) {
+                return state;
+            }
+        }
+        // The owner died in the middle of an update (sequence stuck odd): the entry is unusable.
+        out.rkey = 0;
+        return REVOKED;
+    }
+}

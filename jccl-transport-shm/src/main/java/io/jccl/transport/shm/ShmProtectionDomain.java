@@ -1,0 +1,78 @@
+package io.jccl.transport.shm;
+
+import io.jccl.verbs.AccessFlag;
+import io.jccl.verbs.QueuePairInitAttributes;
+import io.jccl.verbs.VerbsException;
+import io.jccl.verbs.spi.AbstractProtectionDomain;
+import io.jccl.verbs.spi.AbstractQueuePair;
+import io.jccl.verbs.spi.SecureIds;
+import io.jccl.verbs.spi.SoftMemoryRegion;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
+
+/** A protection domain of the shm provider: allocates region files and creates {@link ShmQueuePair}s. */
+public final class ShmProtectionDomain extends AbstractProtectionDomain {
+    private static final long PAGE = 4096;
+    private final ShmContext context;
+
+    ShmProtectionDomain(ShmContext context) {
+        super(context);
+        this.context = context;
+    }
+
+    @Override
+    protected SoftMemoryRegion allocate(long length, int access, int regionCount) {
+        long fileId = ShmFiles.newFileId();
+        Path path = ShmFiles.DIRECTORY.resolve(ShmFiles.name(ShmFiles.selfPid(), fileId, ShmFiles.REGION));
+        long fileSize = (length + PAGE - 1) & -PAGE;
+        Arena arena = Arena.ofShared();
+        MemorySegment mapping;
+        try {
+            mapping = ShmFiles.createAndMap(path, fileSize, arena);
+        } catch (RuntimeException e) {
+            arena.close();
+            throw e;
+        }
+        ShmMemoryRegion region = new ShmMemoryRegion(this, context, mapping.asSlice(0, length), SecureIds.key(),
+            SecureIds.key(), access, ShmKeyTable.KIND_FILE, fileId, 0, path, arena);
+        try {
+            region.publish();
+        } catch (RuntimeException e) {
+            region.release();
+            throw e;
+        }
+        return region;
+    }
+
+    @Override
+    protected SoftMemoryRegion wrap(MemorySegment segment, int access) {
+        if (AccessFlag.REMOTE_ATOMIC.isSetIn(access)) {
+            throw new VerbsException(VerbsException.Reason.UNSUPPORTED, "shm: REMOTE_ATOMIC needs memory that "
+                + "peers can map, and memory passed to registerMemory is private to this process (peers reach it "
+                + "only by copying through process_vm_writev, which cannot be atomic). Allocate atomic targets "
+                + "with ProtectionDomain.allocateMemory(length, ...REMOTE_ATOMIC) instead.");
+        }
+        if ((access & (AccessFlag.REMOTE_READ.bit() | AccessFlag.REMOTE_WRITE.bit())) != 0
+            && CrossMemoryAttach.unavailable() != null) {
+            throw new VerbsException(VerbsException.Reason.UNSUPPORTED, "shm: remote access to registered "
+                + "(non-file) memory needs process_vm_readv/writev, which is not available here ("
+                + CrossMemoryAttach.unavailable() + "); use ProtectionDomain.allocateMemory instead");
+        }
+        ShmMemoryRegion region = new ShmMemoryRegion(this, context, segment, SecureIds.key(), SecureIds.key(),
+            access, ShmKeyTable.KIND_PRIVATE, 0, 0, null, null);
+        region.publish();
+        return region;
+    }
+
+    @Override
+    protected void withdrawn(SoftMemoryRegion region) {
+        ((ShmMemoryRegion) region).revoke();
+    }
+
+    @Override
+    protected AbstractQueuePair newQueuePair(QueuePairInitAttributes attributes) {
+        return new ShmQueuePair(this, context, attributes);
+    }
+}
