@@ -1,0 +1,140 @@
+package io.jccl.transport.shm;
+
+import io.jccl.verbs.AccessFlag;
+import io.jccl.verbs.Endpoint;
+import io.jccl.verbs.MemoryRegion;
+import io.jccl.verbs.QueuePairAttributes;
+import io.jccl.verbs.QueuePairState;
+import io.jccl.verbs.ReceiveWorkRequest;
+import io.jccl.verbs.SendFlag;
+import io.jccl.verbs.SendOpcode;
+import io.jccl.verbs.SendWorkRequest;
+import io.jccl.verbs.WorkCompletion;
+import io.jccl.verbs.WorkCompletionStatus;
+import org.junit.jupiter.api.Test;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.lang.foreign.ValueLayout;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import static io.jccl.transport.shm.ShmTestSupport.ALL_REMOTE;
+import static io.jccl.transport.shm.ShmTestSupport.assertSuccess;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** Two real processes: the data path across JVMs, a peer killed with SIGKILL, and reaping of its files. */
+class ShmTwoProcessTest {
+
+    static Process spawn(String mode) throws IOException {
+        List<String> command = new ArrayList<>(List.of(System.getProperty("java.home") + "/bin/java",
+            "--enable-native-access=ALL-UNNAMED", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto",
+            "-cp", System.getProperty("java.class.path")));
+        String dir = System.getProperty("jccl.shm.dir");
+        if (dir != null) {
+            command.add("-Djccl.shm.dir=" + dir);
+        }
+        command.add(ShmPeerMain.class.getName());
+        command.add(mode);
+        return new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT).start();
+    }
+
+    static String expectLine(BufferedReader reader, String prefix) throws IOException {
+        String line;
+        while ((line = reader.readLine()) != null) {
+            if (line.startsWith(prefix)) {
+                return line;
+            }
+        }
+        throw new AssertionError("peer exited before printing " + prefix);
+    }
+
+    @Test
+    void shouldWriteReadSendAndRunAtomicsAcrossProcessesThenFailCleanlyWhenThePeerIsKilled() throws Exception {
+        Process child = spawn("peer");
+        try (ShmTestSupport.Side side = new ShmTestSupport.Side()) {
+            BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(),
+                StandardCharsets.UTF_8));
+            PrintStream toChild = new PrintStream(child.getOutputStream(), true, StandardCharsets.UTF_8);
+            String[] ep = expectLine(out, "EP ").split(" ");
+            Endpoint remote = Endpoint.decode(ep[1]);
+            long remoteAddress = Long.parseLong(ep[2]);
+            int rkey = Integer.parseInt(ep[3]);
+            toChild.println(side.qp.localEndpoint().encode());
+            side.qp.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
+            side.qp.modify(QueuePairAttributes.toReadyToReceive(remote));
+            side.qp.modify(QueuePairAttributes.toReadyToSend(side.qp.initialPsn()));
+            expectLine(out, "READY");
+
+            MemoryRegion local = side.pd.allocateMemory(1 << 16, ALL_REMOTE);
+            SendWorkRequest send = new SendWorkRequest();
+            local.segment().setString(0, "across processes");
+            side.qp.postSend(send.wrId(1).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+                .local(local, 0, 17).remote(remoteAddress + 100, rkey));
+            assertSuccess(side.next());
+            side.qp.postSend(send.wrId(2).opcode(SendOpcode.RDMA_READ).local(local, 1000, 17)
+                .remote(remoteAddress + 100, rkey));
+            assertSuccess(side.next());
+            assertEquals("across processes", local.segment().getString(1000));
+            for (int i = 0; i < 3; i++) {
+                side.qp.postSend(send.wrId(3).opcode(SendOpcode.ATOMIC_FETCH_AND_ADD).local(local, 2000, 8)
+                    .remote(remoteAddress + 4096, rkey).atomic(5, 0));
+                assertSuccess(side.next());
+                assertEquals(5L * i, local.segment().get(ValueLayout.JAVA_LONG, 2000));
+            }
+            local.segment().setString(3000, "message");
+            side.qp.postSend(send.wrId(4).opcode(SendOpcode.SEND_WITH_IMM).flags(SendFlag.SIGNALED)
+                .local(local, 3000, 8).immediateData(99));
+            assertSuccess(side.next());
+            assertEquals("RECV 8 99 message SUCCESS", expectLine(out, "RECV "));
+
+            // The child has no receive left: this SEND waits on RNR (infinite retry) until the child dies.
+            side.qp.postReceive(new ReceiveWorkRequest().wrId(50).local(local, 4000, 64));
+            side.qp.postSend(send.wrId(5).opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED).local(local, 0, 8));
+            assertEquals(0, side.pollNow());
+            child.destroyForcibly();
+            assertTrue(child.waitFor(10, TimeUnit.SECONDS));
+            WorkCompletion wc = side.next();
+            assertEquals(5, wc.wrId());
+            assertEquals(WorkCompletionStatus.RETRY_EXC_ERR, wc.status());
+            wc = side.next();
+            assertEquals(50, wc.wrId());
+            assertEquals(WorkCompletionStatus.WR_FLUSH_ERR, wc.status());
+            assertEquals(QueuePairState.ERROR, side.qp.state());
+        } finally {
+            child.destroyForcibly();
+        }
+    }
+
+    @Test
+    void shouldReapFilesOfAProcessKilledWithSigkill() throws Exception {
+        Process child = spawn("hold");
+        try {
+            BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(),
+                StandardCharsets.UTF_8));
+            String[] files = expectLine(out, "FILES").split(" ");
+            assertEquals(4, files.length, "context, region and QP files expected");
+            child.destroyForcibly();
+            assertTrue(child.waitFor(10, TimeUnit.SECONDS));
+            for (int i = 1; i < files.length; i++) {
+                assertTrue(Files.exists(Path.of(files[i])), "SIGKILL runs no shutdown hook: " + files[i]);
+                assertTrue(files[i].contains("jccl-" + child.pid() + "-"));
+            }
+            // Opening the device reaps files of dead owners.
+            new ShmTestSupport.Side().close();
+            for (int i = 1; i < files.length; i++) {
+                assertFalse(Files.exists(Path.of(files[i])), "reaped: " + files[i]);
+            }
+        } finally {
+            child.destroyForcibly();
+        }
+    }
+}
