@@ -1,0 +1,258 @@
+package io.jccl.transport.tcp;
+
+import io.jccl.verbs.AtomicCapability;
+import io.jccl.verbs.Counter;
+import io.jccl.verbs.DeviceAttributes;
+import io.jccl.verbs.PathMtu;
+import io.jccl.verbs.PortAttributes;
+import io.jccl.verbs.PortState;
+import io.jccl.verbs.VerbsException;
+import io.jccl.verbs.spi.AbstractContext;
+import io.jccl.verbs.spi.AbstractProtectionDomain;
+import io.jccl.verbs.spi.AbstractQueuePair;
+
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.StandardSocketOptions;
+import java.nio.ByteBuffer;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * A tcp context: one listening socket (which authenticates incoming connections and routes them to their queue
+ * pair by destination QP number), {@code JCCL_TCP_THREADS} progress threads, and the device attributes.
+ */
+final class TcpContext extends AbstractContext implements TcpEngine.Handler {
+    /** Largest message: fits the 32-bit length field with room to spare, and one ByteBuffer window. */
+    static final long MAX_MESSAGE = 1L << 30;
+    static final int MAX_INLINE = 1024;
+    static final long HANDSHAKE_TIMEOUT_NS = 5_000_000_000L;
+
+    final TcpSettings settings;
+    final InetSocketAddress advertised;
+    final String interfaceName;
+    private final ServerSocketChannel listener;
+    private final TcpEngine[] engines;
+    private final AtomicInteger nextEngine = new AtomicInteger();
+    private final DeviceAttributes attributes;
+    /** Connections whose HELLO has not fully arrived; touched only by engine 0's thread. */
+    private final List<PendingConnection> pending = new ArrayList<>();
+
+    TcpContext(TcpDevice device, TcpSettings settings) {
+        super(device);
+        this.settings = settings;
+        InetAddress bindAddress;
+        String ifname;
+        if (settings.address() != null) {
+            try {
+                bindAddress = InetAddress.getByName(settings.address());
+            } catch (IOException e) {
+                throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, "JCCL_TCP_ADDRESS="
+                    + settings.address() + " does not resolve: " + e.getMessage(), e);
+            }
+            ifname = "(JCCL_TCP_ADDRESS)";
+        } else {
+            InterfaceSelector.Choice choice = InterfaceSelector.select(settings.interfaces(), settings.family());
+            bindAddress = choice.address();
+            ifname = choice.interfaceName();
+        }
+        this.interfaceName = ifname;
+        ServerSocketChannel server = null;
+        TcpEngine[] started = new TcpEngine[settings.threads()];
+        try {
+            server = ServerSocketChannel.open();
+            server.setOption(StandardSocketOptions.SO_REUSEADDR, true);
+            if (settings.socketBufferBytes() > 0) {
+                server.setOption(StandardSocketOptions.SO_RCVBUF, settings.socketBufferBytes());
+            }
+            server.bind(new InetSocketAddress(bindAddress, settings.port()), 1024);
+            server.configureBlocking(false);
+            for (int i = 0; i < started.length; i++) {
+                started[i] = new TcpEngine("jccl-tcp-" + i, settings.spinNs());
+            }
+        } catch (IOException e) {
+            closeQuietly(server);
+            for (TcpEngine engine : started) {
+                if (engine != null) {
+                    engine.stop();
+                }
+            }
+            throw new VerbsException(VerbsException.Reason.SYSTEM, "tcp0: cannot listen on "
+                + bindAddress.getHostAddress() + ":" + settings.port() + " (" + ifname + "): " + e.getMessage(), e);
+        }
+        this.listener = server;
+        this.engines = started;
+        this.advertised = new InetSocketAddress(bindAddress, server.socket().getLocalPort());
+        this.attributes = new DeviceAttributes(device.name(), TcpProvider.NAME, "iWARP (1)", "0.1.0", device.guid(),
+            0, 0, 0, 1L << 40, 4096, 16384, 16384, 32, 65536, 1 << 20, 1 << 20, 1 << 16, 128, 128, MAX_INLINE,
+            AtomicCapability.ATOMIC_GLOB, List.of(new PortAttributes(1, PortState.ACTIVE, PathMtu.MTU_4096,
+            PathMtu.MTU_4096, "Ethernet", MAX_MESSAGE, bindAddress.getHostAddress())));
+        TcpEngine first = engines[0];
+        first.setExtraTimer(this::onTimer);
+        for (TcpEngine engine : engines) {
+            engine.start();
+        }
+        first.execute(() -> {
+            try {
+                listener.register(first.selector, SelectionKey.OP_ACCEPT, this);
+            } catch (IOException e) {
+                System.err.println("jccl tcp: cannot register listener: " + e);
+            }
+        });
+    }
+
+    @Override
+    public DeviceAttributes query() {
+        return attributes;
+    }
+
+    @Override
+    protected AbstractProtectionDomain newProtectionDomain() {
+        return new TcpProtectionDomain(this);
+    }
+
+    TcpEngine nextEngine() {
+        return engines[Math.floorMod(nextEngine.getAndIncrement(), engines.length)];
+    }
+
+    /** Applies the socket options every connection gets. */
+    void configure(SocketChannel channel) throws IOException {
+        channel.configureBlocking(false);
+        channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
+        channel.setOption(StandardSocketOptions.SO_KEEPALIVE, true);
+        if (settings.socketBufferBytes() > 0) {
+            channel.setOption(StandardSocketOptions.SO_SNDBUF, settings.socketBufferBytes());
+            channel.setOption(StandardSocketOptions.SO_RCVBUF, settings.socketBufferBytes());
+        }
+    }
+
+    // -------------------------------------------------------------------------------------- accepting (engine 0)
+
+    @Override
+    public void onSelected(SelectionKey key) {
+        while (true) {
+            SocketChannel channel;
+            try {
+                channel = listener.accept();
+            } catch (IOException e) {
+                return;
+            }
+            if (channel == null) {
+                return;
+            }
+            try {
+                configure(channel);
+                PendingConnection connection = new PendingConnection(channel, System.nanoTime()
+                    + HANDSHAKE_TIMEOUT_NS);
+                connection.key = channel.register(key.selector(), SelectionKey.OP_READ, connection);
+                pending.add(connection);
+                engines[0].schedule(connection.deadlineNs);
+            } catch (IOException e) {
+                closeQuietly(channel);
+            }
+        }
+    }
+
+    private void onTimer() {
+        long now = System.nanoTime();
+        for (int i = pending.size() - 1; i >= 0; i--) {
+            PendingConnection connection = pending.get(i);
+            if (now - connection.deadlineNs >= 0) {
+                // Connected but never completed its HELLO: a scanner, a stuck peer or garbage.
+                counterSet().increment(Counter.PORT_RCV_ERRORS);
+                connection.drop();
+            } else {
+                engines[0].schedule(connection.deadlineNs);
+            }
+        }
+    }
+
+    /** An accepted connection waiting for its 64-byte HELLO. */
+    private final class PendingConnection implements TcpEngine.Handler {
+        final SocketChannel channel;
+        final long deadlineNs;
+        final ByteBuffer hello = ByteBuffer.allocate(Wire.HELLO);
+        SelectionKey key;
+
+        PendingConnection(SocketChannel channel, long deadlineNs) {
+            this.channel = channel;
+            this.deadlineNs = deadlineNs;
+        }
+
+        void drop() {
+            pending.remove(this);
+            if (key != null) {
+                key.cancel();
+            }
+            closeQuietly(channel);
+        }
+
+        @Override
+        public void onSelected(SelectionKey key) {
+            int n;
+            try {
+                n = channel.read(hello);
+            } catch (IOException e) {
+                n = -1;
+            }
+            if (n < 0) {
+                counterSet().increment(Counter.PORT_RCV_ERRORS);
+                drop();
+                return;
+            }
+            if (hello.hasRemaining()) {
+                return;
+            }
+            ByteBuffer h = hello;
+            int dst = h.getInt(8);
+            int src = h.getInt(12);
+            AbstractQueuePair target = queuePairs().get(dst);
+            if (h.getInt(0) != Wire.MAGIC || h.get(4) != Wire.VERSION || h.get(5) != Wire.KIND_HELLO
+                || !(target instanceof TcpQueuePair qp) || !qp.secretMatches(h.getLong(16), h.getLong(24))
+                || (src & ~Wire.PSN_MASK) != 0) {
+                // Unknown QP number or wrong secret: the peer never learns anything, and touches nothing.
+                counterSet().increment(Counter.PORT_RCV_ERRORS);
+                drop();
+                return;
+            }
+            long srcHigh = h.getLong(32);
+            long srcLow = h.getLong(40);
+            int peerMaxDest = h.getInt(48);
+            pending.remove(this);
+            key.cancel();
+            qp.engine.execute(() -> qp.offerIncoming(channel, src, srcHigh, srcLow, peerMaxDest));
+        }
+    }
+
+    @Override
+    protected void closeProvider() {
+        closeQuietly(listener);
+        for (TcpEngine engine : engines) {
+            engine.stop();
+        }
+        for (PendingConnection connection : new ArrayList<>(pending)) {
+            closeQuietly(connection.channel);
+        }
+        pending.clear();
+    }
+
+    static void closeQuietly(java.io.Closeable closeable) {
+        if (closeable != null) {
+            try {
+                closeable.close();
+            } catch (IOException ignored) {
+                // closing anyway
+            }
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "tcp0@" + advertised + " (" + interfaceName + ")";
+    }
+}

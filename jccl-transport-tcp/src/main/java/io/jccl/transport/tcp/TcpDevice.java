@@ -1,0 +1,58 @@
+package io.jccl.transport.tcp;
+
+import io.jccl.verbs.Context;
+import io.jccl.verbs.Device;
+
+import java.net.InetAddress;
+
+/**
+ * The {@code tcp0} device. Opening it selects an interface ({@code JCCL_SOCKET_IFNAME}, {@code JCCL_TCP_ADDRESS}),
+ * binds the context's listener and starts its progress threads.
+ */
+public final class TcpDevice implements Device {
+    /** The device name. */
+    public static final String NAME = "tcp0";
+
+    private final long guid;
+
+    TcpDevice() {
+        long g;
+        try {
+            g = InetAddress.getLocalHost().getHostName().hashCode();
+        } catch (Exception e) {
+            g = 0x7463703000000000L;
+        }
+        // A stable, host-specific GUID in the locally administered range (no vendor OUI).
+        guid = 0x0200_0000_0000_0000L | ((g & 0xFFFF_FFFFL) << 16) | 0x7430;
+    }
+
+    @Override
+    public String name() {
+        return NAME;
+    }
+
+    @Override
+    public String providerName() {
+        return TcpProvider.NAME;
+    }
+
+    @Override
+    public long guid() {
+        return guid;
+    }
+
+    @Override
+    public Context open() {
+        return open(TcpSettings.fromConfig());
+    }
+
+    /** Opens a context with explicit settings instead of the environment's. */
+    public Context open(TcpSettings settings) {
+        return new TcpContext(this, settings);
+    }
+
+    @Override
+    public String toString() {
+        return NAME;
+    }
+}

@@ -1,0 +1,80 @@
+package io.jccl.transport.tcp;
+
+import io.jccl.verbs.spi.Config;
+import io.jccl.verbs.spi.IdleStrategy;
+
+/**
+ * Settings of a tcp context, read from {@code JCCL_*} environment variables (or their {@code jccl.*} system
+ * properties) by {@link #fromConfig()}, or built directly for {@link TcpDevice#open(TcpSettings)}.
+ *
+ * @param threads progress threads per context ({@code JCCL_TCP_THREADS}, default 1)
+ * @param interfaces interface filter as NCCL_SOCKET_IFNAME ({@code JCCL_SOCKET_IFNAME}, e.g. {@code eth},
+ *     {@code ^docker,lo}, {@code =eth0}); null for the default choice
+ * @param family {@code AF_INET}, {@code AF_INET6} or null for either ({@code JCCL_SOCKET_FAMILY})
+ * @param address address to bind and advertise, overriding interface selection ({@code JCCL_TCP_ADDRESS})
+ * @param port listener port, 0 for an ephemeral one ({@code JCCL_TCP_PORT})
+ * @param socketBufferBytes SO_SNDBUF/SO_RCVBUF ({@code JCCL_TCP_SOCKBUF}, default 4 MiB)
+ * @param connectTimeoutMs least time a QP is given to establish its connection after RTR, even when its
+ *     timeout/retry_cnt budget is shorter ({@code JCCL_TCP_CONNECT_TIMEOUT_MS}, default 2000)
+ * @param peerTimeoutMs how long requests may be outstanding with nothing moving on the connection before the
+ *     peer is declared dead ({@code JCCL_TCP_PEER_TIMEOUT_MS}, default 10000)
+ * @param spinNs how long a progress thread busy-polls before blocking in select ({@code JCCL_TCP_SPIN_US},
+ *     default {@code JCCL_SPIN_US}, 50 µs)
+ */
+public record TcpSettings(int threads, String interfaces, String family, String address, int port,
+                          int socketBufferBytes, long connectTimeoutMs, long peerTimeoutMs, long spinNs) {
+
+    /** Validates the values. */
+    public TcpSettings {
+        if (threads < 1 || threads > 64) {
+            throw new IllegalArgumentException("JCCL_TCP_THREADS=" + threads + " outside 1..64");
+        }
+        if (port < 0 || port > 65535) {
+            throw new IllegalArgumentException("JCCL_TCP_PORT=" + port + " outside 0..65535");
+        }
+        if (family != null && !family.equals("AF_INET") && !family.equals("AF_INET6")) {
+            throw new IllegalArgumentException("JCCL_SOCKET_FAMILY=" + family + ": use AF_INET or AF_INET6");
+        }
+        if (socketBufferBytes < 0 || connectTimeoutMs < 0 || peerTimeoutMs < 0 || spinNs < 0) {
+            throw new IllegalArgumentException("negative tcp setting");
+        }
+    }
+
+    /** Settings from the environment. */
+    public static TcpSettings fromConfig() {
+        String family = Config.value("JCCL_SOCKET_FAMILY");
+        return new TcpSettings((int) Config.longValue("JCCL_TCP_THREADS", 1), blankToNull(Config.value(
+            "JCCL_SOCKET_IFNAME")), blankToNull(family), blankToNull(Config.value("JCCL_TCP_ADDRESS")),
+            (int) Config.longValue("JCCL_TCP_PORT", 0), (int) Config.longValue("JCCL_TCP_SOCKBUF", 4 << 20),
+            Config.longValue("JCCL_TCP_CONNECT_TIMEOUT_MS", 2000), Config.longValue("JCCL_TCP_PEER_TIMEOUT_MS",
+            10_000), Config.longValue("JCCL_TCP_SPIN_US", IdleStrategy.SPIN_NS / 1000) * 1000);
+    }
+
+    /** A copy binding to {@code address} (a numeric IP or host name) instead of selecting an interface. */
+    public TcpSettings withAddress(String address) {
+        return new TcpSettings(threads, interfaces, family, address, port, socketBufferBytes, connectTimeoutMs,
+            peerTimeoutMs, spinNs);
+    }
+
+    /** A copy with another interface filter (NCCL_SOCKET_IFNAME syntax). */
+    public TcpSettings withInterfaces(String spec) {
+        return new TcpSettings(threads, spec, family, null, port, socketBufferBytes, connectTimeoutMs,
+            peerTimeoutMs, spinNs);
+    }
+
+    /** A copy with another number of progress threads. */
+    public TcpSettings withThreads(int n) {
+        return new TcpSettings(n, interfaces, family, address, port, socketBufferBytes, connectTimeoutMs,
+            peerTimeoutMs, spinNs);
+    }
+
+    /** A copy with another connection-establishment floor. */
+    public TcpSettings withConnectTimeoutMs(long ms) {
+        return new TcpSettings(threads, interfaces, family, address, port, socketBufferBytes, ms, peerTimeoutMs,
+            spinNs);
+    }
+
+    private static String blankToNull(String s) {
+        return s == null || s.isBlank() ? null : s.trim();
+    }
+}

@@ -1,0 +1,353 @@
+package io.jccl.transport.tcp;
+
+import io.jccl.verbs.AccessFlag;
+import io.jccl.verbs.Context;
+import io.jccl.verbs.Counter;
+import io.jccl.verbs.MemoryRegion;
+import io.jccl.verbs.QueuePairAttributes;
+import io.jccl.verbs.QueuePairInitAttributes;
+import io.jccl.verbs.QueuePairState;
+import io.jccl.verbs.ReceiveWorkRequest;
+import io.jccl.verbs.SendFlag;
+import io.jccl.verbs.SendOpcode;
+import io.jccl.verbs.SendWorkRequest;
+import io.jccl.verbs.WorkCompletion;
+import io.jccl.verbs.WorkCompletionOpcode;
+import io.jccl.verbs.WorkCompletionStatus;
+import io.jccl.transport.tcp.TcpTestSupport.Side;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ThreadLocalRandom;
+
+import static io.jccl.transport.tcp.TcpTestSupport.ALL;
+import static io.jccl.transport.tcp.TcpTestSupport.poll;
+import static io.jccl.transport.tcp.TcpTestSupport.pollSuccess;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class TcpQueuePairTest {
+    private Context ca;
+    private Context cb;
+
+    @BeforeEach
+    void open() {
+        ca = TcpTestSupport.open();
+        cb = TcpTestSupport.open();
+    }
+
+    @AfterEach
+    void close() {
+        ca.close();
+        cb.close();
+    }
+
+    @Test
+    void shouldWriteReadSendAndRunAtomicsOverLoopback() {
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        MemoryRegion la = a.pd().allocateMemory(1 << 16, ALL);
+        MemoryRegion rb = b.pd().allocateMemory(1 << 16, ALL);
+        for (int i = 0; i < 4096; i++) {
+            la.segment().set(ValueLayout.JAVA_BYTE, i, (byte) i);
+        }
+        SendWorkRequest wr = new SendWorkRequest();
+        wr.wrId(1).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED).remote(rb.address() + 100, rb.rkey())
+            .local(la, 0, 4096);
+        a.qp().postSend(wr);
+        WorkCompletion wc = pollSuccess(a.cq());
+        assertEquals(WorkCompletionOpcode.RDMA_WRITE, wc.opcode());
+        for (int i = 0; i < 4096; i++) {
+            assertEquals((byte) i, rb.segment().get(ValueLayout.JAVA_BYTE, 100 + i));
+        }
+        // READ back into another part of la
+        wr.wrId(2).opcode(SendOpcode.RDMA_READ).remote(rb.address() + 100, rb.rkey()).local(la, 8192, 4096);
+        a.qp().postSend(wr);
+        wc = pollSuccess(a.cq());
+        assertEquals(WorkCompletionOpcode.RDMA_READ, wc.opcode());
+        assertEquals(4096, wc.byteLength());
+        for (int i = 0; i < 4096; i++) {
+            assertEquals((byte) i, la.segment().get(ValueLayout.JAVA_BYTE, 8192 + i));
+        }
+        // atomics
+        rb.segment().set(ValueLayout.JAVA_LONG, 0, 40);
+        wr.wrId(3).opcode(SendOpcode.ATOMIC_FETCH_AND_ADD).atomic(2, 0).remote(rb.address(), rb.rkey())
+            .local(la, 16384, 8);
+        a.qp().postSend(wr);
+        pollSuccess(a.cq());
+        assertEquals(40, la.segment().get(ValueLayout.JAVA_LONG, 16384));
+        assertEquals(42, rb.segment().get(ValueLayout.JAVA_LONG, 0));
+        wr.wrId(4).opcode(SendOpcode.ATOMIC_CMP_AND_SWP).atomic(42, 7).remote(rb.address(), rb.rkey())
+            .local(la, 16392, 8);
+        a.qp().postSend(wr);
+        pollSuccess(a.cq());
+        assertEquals(42, la.segment().get(ValueLayout.JAVA_LONG, 16392));
+        assertEquals(7, rb.segment().get(ValueLayout.JAVA_LONG, 0));
+        // SEND with immediate into a posted receive
+        ReceiveWorkRequest recv = new ReceiveWorkRequest();
+        recv.wrId(77);
+        recv.local(rb, 32768, 1000);
+        b.qp().postReceive(recv);
+        wr.wrId(5).opcode(SendOpcode.SEND_WITH_IMM).immediateData(0xCAFE).local(la, 0, 1000);
+        a.qp().postSend(wr);
+        pollSuccess(a.cq());
+        WorkCompletion rc = pollSuccess(b.cq());
+        assertEquals(77, rc.wrId());
+        assertEquals(WorkCompletionOpcode.RECV, rc.opcode());
+        assertEquals(1000, rc.byteLength());
+        assertEquals(0xCAFE, rc.immediateData());
+        assertTrue(rc.withImmediate());
+        assertEquals(a.qp().queuePairNumber(), rc.sourceQueuePairNumber());
+        for (int i = 0; i < 1000; i++) {
+            assertEquals((byte) i, rb.segment().get(ValueLayout.JAVA_BYTE, 32768 + i));
+        }
+        // WRITE with immediate: data first, then the receive completion
+        b.qp().postReceive(recv.wrId(78));
+        wr.wrId(6).opcode(SendOpcode.RDMA_WRITE_WITH_IMM).immediateData(9).remote(rb.address() + 50000, rb.rkey())
+            .local(la, 0, 2000);
+        a.qp().postSend(wr);
+        pollSuccess(a.cq());
+        rc = pollSuccess(b.cq());
+        assertEquals(WorkCompletionOpcode.RECV_RDMA_WITH_IMM, rc.opcode());
+        assertEquals(9, rc.immediateData());
+        assertEquals(2000, rc.byteLength());
+        assertEquals((byte) 1999, rb.segment().get(ValueLayout.JAVA_BYTE, 50000 + 1999));
+        assertTrue(ca.counters().get(Counter.PORT_XMIT_DATA) > 0);
+        assertTrue(cb.counters().get(Counter.PORT_RCV_DATA) > 0);
+    }
+
+    @Test
+    void shouldMoveLargeMessagesBothWaysAtOnce() {
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        int size = 24 << 20;
+        MemoryRegion ma = a.pd().allocateMemory(2L * size, ALL);
+        MemoryRegion mb = b.pd().allocateMemory(2L * size, ALL);
+        ThreadLocalRandom random = ThreadLocalRandom.current();
+        for (long i = 0; i < size; i += 8) {
+            ma.segment().set(ValueLayout.JAVA_LONG, i, random.nextLong());
+            mb.segment().set(ValueLayout.JAVA_LONG, i, random.nextLong());
+        }
+        SendWorkRequest wa = new SendWorkRequest().wrId(1).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+            .remote(mb.address() + size, mb.rkey()).local(ma, 0, size);
+        SendWorkRequest wb = new SendWorkRequest().wrId(2).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+            .remote(ma.address() + size, ma.rkey()).local(mb, 0, size);
+        a.qp().postSend(wa);
+        b.qp().postSend(wb);
+        // and a large READ behind it
+        SendWorkRequest ra = new SendWorkRequest().wrId(3).opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
+            .remote(mb.address(), mb.rkey()).local(ma, size, size);
+        pollSuccess(a.cq());
+        pollSuccess(b.cq());
+        assertEquals(-1, ma.segment().asSlice(size, size).mismatch(mb.segment().asSlice(0, size)));
+        assertEquals(-1, mb.segment().asSlice(size, size).mismatch(ma.segment().asSlice(0, size)));
+        a.qp().postSend(ra);
+        pollSuccess(a.cq());
+        assertEquals(-1, ma.segment().asSlice(size, size).mismatch(mb.segment().asSlice(0, size)));
+    }
+
+    @Test
+    void shouldPipelineManySmallRequestsInOrder() {
+        Side a = Side.create(ca, QueuePairInitAttributes.of(ca.createCompletionQueue(4)).withDepths(256, 256));
+        Side b = Side.create(cb, QueuePairInitAttributes.of(cb.createCompletionQueue(4)).withDepths(256, 256));
+        TcpTestSupport.connect(a.qp(), b.qp());
+        MemoryRegion ma = a.pd().allocateMemory(1 << 20, ALL);
+        MemoryRegion mb = b.pd().allocateMemory(1 << 20, ALL);
+        ReceiveWorkRequest recv = new ReceiveWorkRequest();
+        SendWorkRequest wr = new SendWorkRequest();
+        WorkCompletion[] wcs = WorkCompletion.array(64);
+        int total = 5000;
+        int posted = 0;
+        int completed = 0;
+        int received = 0;
+        int receivesPosted = 0;
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        while ((completed < total || received < total / 2) && System.nanoTime() < deadline) {
+            while (receivesPosted - received < 200 && receivesPosted < total / 2) {
+                recv.wrId(receivesPosted);
+                recv.local(mb, (receivesPosted % 128) * 64L, 64);
+                b.qp().postReceive(recv);
+                receivesPosted++;
+            }
+            while (posted - completed < 200 && posted < total) {
+                ma.segment().set(ValueLayout.JAVA_INT, (posted % 128) * 64L, posted);
+                if (posted % 2 == 0) {
+                    wr.wrId(posted).opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED | SendFlag.INLINE)
+                        .local(ma, (posted % 128) * 64L, 16);
+                } else {
+                    wr.wrId(posted).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+                        .remote(mb.address() + 65536 + (posted % 128) * 64L, mb.rkey()).local(ma, (posted % 128) * 64L, 16);
+                }
+                a.qp().postSend(wr);
+                posted++;
+            }
+            int n = a.cq().poll(wcs, 64);
+            for (int i = 0; i < n; i++) {
+                assertTrue(wcs[i].isSuccess(), wcs[i].status().toString());
+                assertEquals(completed, wcs[i].wrId(), "in-order completion");
+                completed++;
+            }
+            n = b.cq().poll(wcs, 64);
+            for (int i = 0; i < n; i++) {
+                assertTrue(wcs[i].isSuccess(), wcs[i].status().toString());
+                assertEquals(received, wcs[i].wrId());
+                assertEquals(received * 2, mb.segment().get(ValueLayout.JAVA_INT, (received % 128) * 64L));
+                received++;
+            }
+        }
+        assertEquals(total, completed);
+        assertEquals(total / 2, received);
+    }
+
+    @Test
+    void shouldRejectBadKeyBeforeTouchingMemoryAndFailBothQueuePairs() {
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        MemoryRegion ma = a.pd().allocateMemory(1 << 20, ALL);
+        MemoryRegion mb = b.pd().allocateMemory(4096, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_READ);
+        mb.segment().fill((byte) 0x5A);
+        SendWorkRequest wr = new SendWorkRequest().wrId(1).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+            .remote(mb.address(), mb.rkey()).local(ma, 0, 512 * 1024); // no REMOTE_WRITE, and far too long
+        a.qp().postSend(wr);
+        a.qp().postSend(wr.wrId(2));
+        WorkCompletion wc = poll(a.cq());
+        assertEquals(WorkCompletionStatus.REM_ACCESS_ERR, wc.status());
+        assertEquals(1, wc.wrId());
+        wc = poll(a.cq());
+        assertEquals(WorkCompletionStatus.WR_FLUSH_ERR, wc.status());
+        TcpTestSupport.awaitState(a.qp(), QueuePairState.ERROR);
+        TcpTestSupport.awaitState(b.qp(), QueuePairState.ERROR);
+        for (int i = 0; i < 4096; i++) {
+            assertEquals((byte) 0x5A, mb.segment().get(ValueLayout.JAVA_BYTE, i));
+        }
+        assertEquals(1, cb.counters().get(Counter.REMOTE_ACCESS_ERRORS));
+    }
+
+    @Test
+    void shouldReturnRemoteInvalidRequestWhenQueuePairRefusesOperation() {
+        Side a = Side.create(ca);
+        var pd = cb.allocateProtectionDomain();
+        var cq = cb.createCompletionQueue(16);
+        var qp = pd.createQueuePair(QueuePairInitAttributes.of(cq));
+        qp.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_READ)); // no remote write on this QP
+        TcpTestSupport.connect(a.qp(), qp);
+        MemoryRegion ma = a.pd().allocateMemory(4096, ALL);
+        MemoryRegion mb = pd.allocateMemory(4096, ALL);
+        a.qp().postSend(new SendWorkRequest().wrId(1).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+            .remote(mb.address(), mb.rkey()).local(ma, 0, 64));
+        assertEquals(WorkCompletionStatus.REM_INV_REQ_ERR, poll(a.cq()).status());
+        TcpTestSupport.awaitState(qp, QueuePairState.ERROR);
+    }
+
+    @Test
+    void shouldRetryOnRnrUntilReceiveIsPostedOrGiveUp() {
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        a.qp().modify(QueuePairAttributes.toReadyToReceive(b.qp().localEndpoint()));
+        b.qp().modify(QueuePairAttributes.toReadyToReceive(a.qp().localEndpoint()));
+        a.qp().modify(QueuePairAttributes.toReadyToSend(a.qp().initialPsn()).rnrRetry(7));
+        b.qp().modify(QueuePairAttributes.toReadyToSend(b.qp().initialPsn()).rnrRetry(2));
+        MemoryRegion ma = a.pd().allocateMemory(4096, ALL);
+        MemoryRegion mb = b.pd().allocateMemory(4096, ALL);
+        // a -> b: infinite retries, the receive comes later
+        a.qp().postSend(new SendWorkRequest().wrId(1).opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED)
+            .local(ma, 0, 100));
+        a.qp().postSend(new SendWorkRequest().wrId(2).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+            .remote(mb.address() + 1000, mb.rkey()).local(ma, 0, 100));
+        TcpTestSupport.awaitTrue("RNR NAKs", () -> ca.counters().get(Counter.RCVD_RNR_ERR) >= 3);
+        ReceiveWorkRequest recv = new ReceiveWorkRequest();
+        recv.wrId(9);
+        recv.local(mb, 0, 100);
+        b.qp().postReceive(recv);
+        assertEquals(1, pollSuccess(a.cq()).wrId());
+        assertEquals(2, pollSuccess(a.cq()).wrId());
+        assertEquals(9, pollSuccess(b.cq()).wrId());
+        // b -> a: rnr_retry 2, no receive ever
+        b.qp().postSend(new SendWorkRequest().wrId(5).opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED)
+            .local(mb, 0, 10));
+        WorkCompletion wc = poll(b.cq());
+        assertEquals(WorkCompletionStatus.RNR_RETRY_EXC_ERR, wc.status());
+        assertEquals(1, cb.counters().get(Counter.RNR_NAK_RETRY_ERR));
+    }
+
+    @Test
+    void shouldFailInFlightRequestsWhenPeerDisappears() {
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        MemoryRegion ma = a.pd().allocateMemory(4096, ALL);
+        a.qp().postSend(new SendWorkRequest().wrId(1).opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED)
+            .local(ma, 0, 10)); // RNR-retried forever: stays in flight
+        TcpTestSupport.awaitTrue("RNR NAK", () -> ca.counters().get(Counter.RCVD_RNR_ERR) >= 1);
+        b.qp().close();
+        WorkCompletion wc = poll(a.cq());
+        assertEquals(WorkCompletionStatus.RETRY_EXC_ERR, wc.status());
+        TcpTestSupport.awaitState(a.qp(), QueuePairState.ERROR);
+        assertTrue(ca.counters().get(Counter.LINK_DOWNED) >= 1);
+    }
+
+    @Test
+    void shouldGiveUpConnectingToAnEndpointNobodyServes() {
+        Context quick = TcpProvider.device().open(TcpTestSupport.loopback().withConnectTimeoutMs(300));
+        try {
+            Side a = Side.create(quick);
+            Side b = Side.create(cb);
+            b.qp().close(); // endpoint record of a QP that no longer exists
+            a.qp().modify(QueuePairAttributes.toReadyToReceive(b.qp().localEndpoint()));
+            a.qp().modify(QueuePairAttributes.toReadyToSend(a.qp().initialPsn()).timeout(1).retryCount(1));
+            MemoryRegion ma = a.pd().allocateMemory(4096, ALL);
+            a.qp().postSend(new SendWorkRequest().wrId(1).opcode(SendOpcode.SEND).local(ma, 0, 10));
+            WorkCompletion wc = poll(a.cq());
+            assertEquals(WorkCompletionStatus.RETRY_EXC_ERR, wc.status());
+            TcpTestSupport.awaitState(a.qp(), QueuePairState.ERROR);
+        } finally {
+            quick.close();
+        }
+    }
+
+    @Test
+    void shouldServeHundredsOfQueuePairsWithSeveralProgressThreads() {
+        Context ma = TcpProvider.device().open(TcpTestSupport.loopback().withThreads(3));
+        Context mb = TcpProvider.device().open(TcpTestSupport.loopback().withThreads(2));
+        try {
+            var pda = ma.allocateProtectionDomain();
+            var pdb = mb.allocateProtectionDomain();
+            var cqa = ma.createCompletionQueue(4096);
+            var cqb = mb.createCompletionQueue(4096);
+            MemoryRegion ra = pda.allocateMemory(1 << 16, ALL);
+            MemoryRegion rb = pdb.allocateMemory(1 << 16, ALL);
+            int n = 200;
+            List<io.jccl.verbs.QueuePair> left = new ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                var qa = pda.createQueuePair(QueuePairInitAttributes.of(cqa).withDepths(4, 4));
+                var qb = pdb.createQueuePair(QueuePairInitAttributes.of(cqb).withDepths(4, 4));
+                qa.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
+                qb.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
+                TcpTestSupport.connect(qa, qb);
+                left.add(qa);
+            }
+            SendWorkRequest wr = new SendWorkRequest();
+            for (int i = 0; i < n; i++) {
+                ra.segment().set(ValueLayout.JAVA_INT, i * 4L, i + 1);
+                left.get(i).postSend(wr.wrId(i).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+                    .remote(rb.address() + i * 4L, rb.rkey()).local(ra, i * 4L, 4));
+            }
+            for (int i = 0; i < n; i++) {
+                pollSuccess(cqa);
+            }
+            for (int i = 0; i < n; i++) {
+                assertEquals(i + 1, rb.segment().get(ValueLayout.JAVA_INT, i * 4L));
+            }
+        } finally {
+            ma.close();
+            mb.close();
+        }
+    }
+}
