@@ -22,6 +22,7 @@ final class PeerLink {
     final int depth;
     final int entrySize;
     final int maxSge;
+    final long domainId;
     private final Arena arena;
 
     private PeerLink(long pid, int queuePairNumber, Arena arena, MemorySegment queuePairFile, ShmKeyTable keys) {
@@ -34,6 +35,7 @@ final class PeerLink {
         this.depth = queuePairFile.get(ValueLayout.JAVA_INT, QueuePairFile.DEPTH);
         this.maxSge = queuePairFile.get(ValueLayout.JAVA_INT, QueuePairFile.MAX_SGE);
         this.entrySize = queuePairFile.get(ValueLayout.JAVA_INT, QueuePairFile.ENTRY_SIZE);
+        this.domainId = queuePairFile.get(ValueLayout.JAVA_LONG, QueuePairFile.DOMAIN);
     }
 
     /**

@@ -15,6 +15,7 @@ package io.jccl.transport.shm;
  * 24   owner pid u64
  * 32   token u64        random; must match the endpoint a peer connects with
  * 40   rq depth u32 | 44 max recv sge u32 | 48 entry size u32
+ * 56   protection-domain id u64: a one-sided request may only name regions of this domain
  * 64   rq tail u64      (own cache line) owner: next descriptor index, release-stored after the descriptor
  * 128  rq head u64      (own cache line) next unclaimed descriptor; CAS by the sender, or by the owner's flush
  * 192  entries[depth]   entry i holds receive index i (mod depth):
@@ -36,6 +37,7 @@ final class QueuePairFile {
     static final long DEPTH = 40;
     static final long MAX_SGE = 44;
     static final long ENTRY_SIZE = 48;
+    static final long DOMAIN = 56;
     static final long TAIL = 64;
     static final long HEAD = 128;
     static final long ENTRIES = 192;

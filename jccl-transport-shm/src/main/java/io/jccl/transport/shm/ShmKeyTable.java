@@ -18,7 +18,7 @@ import java.lang.invoke.VarHandle;
  * <pre>
  * header (64 B): magic u64 | version u32 | capacity u32 | owner pid u64
  * entry  (64 B): seq u64 | rkey u32 | state u32 | access u32 | kind u32 | address u64 | length u64
- *                | file id u64 | file offset u64 | file size u64
+ *                | file id u64 | file offset u64 | protection-domain id u64
  * </pre>
  */
 public final class ShmKeyTable {
@@ -55,7 +55,7 @@ public final class ShmKeyTable {
     private static final long LENGTH = 32;
     private static final long FILE_ID = 40;
     private static final long FILE_OFFSET = 48;
-    private static final long FILE_SIZE_FIELD = 56;
+    private static final long DOMAIN = 56;
     private static final int MAX_SEQLOCK_RETRIES = 1 << 16;
 
     /** What a lookup found; preallocated by the reader, overwritten by each lookup (no allocation per request). */
@@ -76,8 +76,13 @@ public final class ShmKeyTable {
         public long fileId;
         /** Offset of the region's first byte in its file. */
         public long fileOffset;
-        /** Size of the region file. */
-        public long fileSize;
+        /** Random id of the region's protection domain (a request must come through a QP of that domain). */
+        public long domainId;
+
+        /** Bytes the region file must have at least. */
+        public long fileSize() {
+            return fileOffset + length;
+        }
 
         /** Whether {@code [remoteAddress, remoteAddress + len)} lies inside the region (overflow-safe). */
         public boolean contains(long remoteAddress, long len) {
@@ -129,7 +134,7 @@ public final class ShmKeyTable {
      * @throws VerbsException NO_RESOURCES when the table is full
      */
     synchronized int publish(int rkey, int access, int kind, long address, long length, long fileId,
-                             long fileOffset, long fileSize) {
+                             long fileOffset, long domainId) {
         int slot = -1;
         for (int i = home(rkey), n = 0; n < CAPACITY; i = (i + 1) & (CAPACITY - 1), n++) {
             int state = (int) INT.getAcquire(table, base(i) + STATE);
@@ -151,7 +156,7 @@ public final class ShmKeyTable {
         table.set(ValueLayout.JAVA_LONG, b + LENGTH, length);
         table.set(ValueLayout.JAVA_LONG, b + FILE_ID, fileId);
         table.set(ValueLayout.JAVA_LONG, b + FILE_OFFSET, fileOffset);
-        table.set(ValueLayout.JAVA_LONG, b + FILE_SIZE_FIELD, fileSize);
+        table.set(ValueLayout.JAVA_LONG, b + DOMAIN, domainId);
         table.set(ValueLayout.JAVA_INT, b + RKEY, rkey);
         INT.setRelease(table, b + STATE, VALID);
         LONG.setRelease(table, b + SEQ, seq + 2);
@@ -220,7 +225,7 @@ public final class ShmKeyTable {
             out.length = (long) LONG.get(table, b + LENGTH);
             out.fileId = (long) LONG.get(table, b + FILE_ID);
             out.fileOffset = (long) LONG.get(table, b + FILE_OFFSET);
-            out.fileSize = (long) LONG.get(table, b + FILE_SIZE_FIELD);
+            out.domainId = (long) LONG.get(table, b + DOMAIN);
             VarHandle.acquireFence();
             if ((long) LONG.get(table, b + SEQ) == seq) {
                 return state;

@@ -59,9 +59,8 @@ public final class ShmMemoryRegion extends SoftMemoryRegion {
     }
 
     void publish() {
-        long fileSize = path == null ? 0 : fileOffset + length();
         keySlot = context.keyTable().publish(rkey(), access(), kind, address(), length(), fileId, fileOffset,
-            fileSize);
+            ((ShmProtectionDomain) domain()).id());
     }
 
     void revoke() {

@@ -16,10 +16,16 @@ import java.nio.file.Path;
 public final class ShmProtectionDomain extends AbstractProtectionDomain {
     private static final long PAGE = 4096;
     private final ShmContext context;
+    private final long id = ShmFiles.newFileId();
 
     ShmProtectionDomain(ShmContext context) {
         super(context);
         this.context = context;
+    }
+
+    /** Random id written into key-table entries and QP files: peers match them for the PD check. */
+    long id() {
+        return id;
     }
 
     @Override

@@ -45,7 +45,8 @@ public final class ShmQueuePair extends AbstractQueuePair {
     private static final long SWEEP_INTERVAL_NS = 1_000_000_000L;
     private static final long PEER_WAIT_POLL_NS = 20_000L;
     private static final long FLUSH_WAIT_NS = 500_000_000L;
-    private static final int OPS_PER_LIVENESS_CHECK = 4096;
+    /** How stale the request path's pid probe may be: a peer that died is noticed by the first request after. */
+    private static final long FAST_LIVENESS_INTERVAL_NS = 1_000_000L;
     private static final WorkCompletionStatus[] STATUSES = WorkCompletionStatus.values();
     private static final WorkCompletionOpcode[] OPCODES = WorkCompletionOpcode.values();
 
@@ -71,7 +72,8 @@ public final class ShmQueuePair extends AbstractQueuePair {
     private boolean peerDead;
     private long lastLivenessCheckNs;
     private long lastSweepNs;
-    private int opsSinceLivenessCheck;
+    private long lastFastLivenessCheckNs;
+    private final ProcessProbe processProbe;
     /** Resolved target of the current one-sided request: the peer's mapping (file kind) or null (private). */
     private MemorySegment targetMapping;
     private long targetOffset;
@@ -83,6 +85,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
         this.depth = init.maxReceiveWorkRequests();
         this.entrySize = QueuePairFile.entrySize(init.maxReceiveSge());
         this.cma = new CrossMemoryAttach(arena);
+        this.processProbe = new ProcessProbe(arena);
         this.fileName = ShmFiles.name(ShmFiles.selfPid(), ShmFiles.newFileId(), ShmFiles.QUEUE_PAIR);
         this.path = ShmFiles.DIRECTORY.resolve(fileName);
         MemorySegment mapped;
@@ -100,6 +103,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
         file.set(ValueLayout.JAVA_INT, DEPTH, depth);
         file.set(ValueLayout.JAVA_INT, MAX_SGE, init.maxReceiveSge());
         file.set(ValueLayout.JAVA_INT, ENTRY_SIZE, entrySize);
+        file.set(ValueLayout.JAVA_LONG, DOMAIN, domain.id());
         INT.setRelease(file, STATE, S_RESET);
         LONG.setRelease(file, 0L, QueuePairFile.MAGIC);
     }
@@ -265,7 +269,16 @@ public final class ShmQueuePair extends AbstractQueuePair {
             if (slot.notBeforeNs != 0 && System.nanoTime() - slot.notBeforeNs < 0) {
                 break;
             }
-            if (!execute(slot)) {
+            boolean finished;
+            try {
+                finished = execute(slot);
+            } catch (IllegalStateException | IndexOutOfBoundsException e) {
+                // A local region was deregistered (its mapping closed) while this request used it: the request
+                // fails as a local protection error instead of leaving the queue half-updated.
+                completeSend(WorkCompletionStatus.LOC_PROT_ERR, 0, 0);
+                finished = true;
+            }
+            if (!finished) {
                 break;
             }
             work++;
@@ -278,9 +291,15 @@ public final class ShmQueuePair extends AbstractQueuePair {
     private boolean execute(SendSlot slot) {
         PeerLink link = peer;
         int peerState = link.state();
-        if (++opsSinceLivenessCheck >= OPS_PER_LIVENESS_CHECK) {
-            opsSinceLivenessCheck = 0;
-            checkLiveness(System.nanoTime());
+        long now = System.nanoTime();
+        if (now - lastFastLivenessCheckNs >= FAST_LIVENESS_INTERVAL_NS) {
+            // One cheap syscall at most per millisecond: requests in a tight loop pay ~nothing, while the first
+            // request after a pause (the usual case after a crash) sees a peer that is gone.
+            lastFastLivenessCheckNs = now;
+            if (!peerDead && !processProbe.exists(link.pid)) {
+                peerDead = true;
+                counters.increment(Counter.LINK_DOWNED);
+            }
         }
         if (peerDead || peerState == S_ERR || peerState == S_DESTROYED) {
             // As a hardware requester whose peer stopped answering: transport retries exhausted.
@@ -354,11 +373,12 @@ public final class ShmQueuePair extends AbstractQueuePair {
      */
     private boolean resolveRemote(int rkey, long remoteAddress, long length, AccessFlag needed) {
         ShmKeyTable.Entry entry = remoteEntry;
-        if (!peer.keys.lookup(rkey, entry) || !entry.contains(remoteAddress, length) || !needed.isSetIn(entry.access)) {
+        if (!peer.keys.lookup(rkey, entry) || entry.domainId != peer.domainId || !entry.contains(remoteAddress, length)
+            || !needed.isSetIn(entry.access)) {
             return false;
         }
         if (entry.kind == ShmKeyTable.KIND_FILE) {
-            MemorySegment mapping = peer.regions.map(entry.fileId, entry.fileSize, entry.slot, entry.rkey);
+            MemorySegment mapping = peer.regions.map(entry.fileId, entry.fileSize(), entry.slot, entry.rkey);
             if (mapping == null) {
                 return false; // revoked between the lookup and the open
             }
@@ -522,7 +542,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
             }
             if (kind == ShmKeyTable.KIND_FILE) {
                 long fileId = q.get(ValueLayout.JAVA_LONG, s + S_FILE_ID);
-                MemorySegment mapping = link.regions.map(fileId, scratchEntry.fileSize, keySlot, rkey);
+                MemorySegment mapping = link.regions.map(fileId, scratchEntry.fileSize(), keySlot, rkey);
                 if (mapping == null || offset < 0 || offset > mapping.byteSize() - n) {
                     return receiverProtectionError(index);
                 }
@@ -770,6 +790,10 @@ public final class ShmQueuePair extends AbstractQueuePair {
                 throw denied("rkey 0x" + Integer.toHexString(rkey) + " is not registered at the peer (unknown or "
                     + "deregistered)");
             }
+            if (entry.domainId != link.domainId) {
+                throw denied("rkey 0x" + Integer.toHexString(rkey) + " belongs to another protection domain than "
+                    + "the peer QP");
+            }
             if (!entry.contains(remoteAddress, length)) {
                 throw denied("range 0x" + Long.toHexString(remoteAddress) + "+" + length + " lies outside the "
                     + "region 0x" + Long.toHexString(entry.address) + "+" + entry.length);
@@ -781,7 +805,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
                 throw denied("the region is private memory the peer registered with registerMemory; only "
                     + "regions from allocateMemory can be mapped");
             }
-            MemorySegment mapping = link.regions.map(entry.fileId, entry.fileSize, entry.slot, entry.rkey);
+            MemorySegment mapping = link.regions.map(entry.fileId, entry.fileSize(), entry.slot, entry.rkey);
             if (mapping == null) {
                 throw denied("the region's file is gone (deregistered meanwhile)");
             }

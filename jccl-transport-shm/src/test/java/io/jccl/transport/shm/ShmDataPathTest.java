@@ -329,4 +329,17 @@ class ShmDataPathTest {
         b.qp.postSend(send.wrId(5).opcode(SendOpcode.SEND).flags(0).noData());
         assertEquals(WorkCompletionStatus.RETRY_EXC_ERR, b.next().status());
     }
+
+    @Test
+    void shouldRefuseKeysOfAnotherProtectionDomain() {
+        MemoryRegion local = a.pd.allocateMemory(4096, ALL_REMOTE);
+        io.jccl.verbs.ProtectionDomain otherDomain = b.context.allocateProtectionDomain();
+        MemoryRegion foreign = otherDomain.allocateMemory(4096, ALL_REMOTE);
+        VerbsException e = assertThrows(VerbsException.class,
+            () -> a.qp.mapRemote(foreign.address(), 8, foreign.rkey(), false));
+        assertEquals(VerbsException.Reason.PERMISSION_DENIED, e.reason());
+        a.qp.postSend(send.wrId(1).opcode(SendOpcode.RDMA_READ).local(local, 0, 8)
+            .remote(foreign.address(), foreign.rkey()));
+        assertEquals(WorkCompletionStatus.REM_ACCESS_ERR, a.next().status());
+    }
 }

@@ -1,0 +1,55 @@
+package io.jccl.transport.shm;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemoryLayout;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.StructLayout;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.VarHandle;
+
+/**
+ * A cheap "does this pid still exist" test: {@code kill(pid, 0)} through FFM (one syscall, no allocation),
+ * used on the request path at most once per millisecond. It cannot tell a zombie from a live process; the
+ * slower {@link ShmFiles#isAlive} (reads /proc) runs every 100 ms for that. One instance per queue pair.
+ */
+final class ProcessProbe {
+    private static final int ESRCH = 3;
+    private static final MethodHandle KILL;
+    private static final StructLayout CAPTURE = Linker.Option.captureStateLayout();
+    private static final VarHandle ERRNO = CAPTURE.varHandle(MemoryLayout.PathElement.groupElement("errno"));
+
+    static {
+        MethodHandle kill = null;
+        try {
+            Linker linker = Linker.nativeLinker();
+            kill = linker.downcallHandle(linker.defaultLookup().findOrThrow("kill"),
+                FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT),
+                Linker.Option.captureCallState("errno"));
+        } catch (Throwable ignored) {
+            // no native access: fall back to the /proc check
+        }
+        KILL = kill;
+    }
+
+    private final MemorySegment callState;
+
+    ProcessProbe(Arena arena) {
+        callState = arena.allocate(CAPTURE);
+    }
+
+    /** False only when the pid is certainly gone (ESRCH); true when it exists, or when we cannot tell. */
+    boolean exists(long pid) {
+        if (KILL == null) {
+            return ShmFiles.isAlive(pid);
+        }
+        try {
+            int rc = (int) KILL.invokeExact(callState, (int) pid, 0);
+            return rc == 0 || (int) ERRNO.get(callState, 0L) != ESRCH;
+        } catch (Throwable t) {
+            return true;
+        }
+    }
+}
