@@ -16,18 +16,23 @@ import java.lang.invoke.VarHandle;
  * release store; a peer's next lookup sees it.
  *
  * <pre>
- * header (64 B): magic u64 | version u32 | capacity u32 | owner pid u64
- * entry  (64 B): seq u64 | rkey u32 | state u32 | access u32 | kind u32 | address u64 | length u64
- *                | file id u64 | file offset u64 | protection-domain id u64
+ * header (128 B): magic u64 | version u32 | capacity u32 | owner pid u64
+ * entry  (128 B): seq u64 | rkey u32 | state u32 | access u32 | kind u32 | address u64 | length u64
+ *                 | file id u64 | file offset u64 | protection-domain id u64 | (64) users u32
  * </pre>
+ *
+ * <p>{@code users} counts peers copying into or out of a private region by cross-memory attach right now. A file
+ * region needs no such count (a peer's mapping keeps the pages alive after the owner unmaps them), but private
+ * memory is freed by its owner after deregistration, so {@link #revoke} waits until no peer is inside a copy:
+ * as with hardware, once deregistration returns no peer access reaches the memory.
  */
 public final class ShmKeyTable {
     /** Magic number of context files ("JCCLCTX1"). */
     public static final long MAGIC = 0x4A43434C43545831L;
     /** Entries; twice the number of regions a context may hold, so probe chains stay short. */
     public static final int CAPACITY = 8192;
-    /** Size of the header and of each entry. */
-    public static final int ENTRY_SIZE = 64;
+    /** Size of the header and of each entry (two cache lines: the peers' in-use counter sits apart). */
+    public static final int ENTRY_SIZE = 128;
     /** Bytes of the table in the control file. */
     public static final long FILE_SIZE = ENTRY_SIZE + (long) CAPACITY * ENTRY_SIZE;
 
@@ -56,6 +61,8 @@ public final class ShmKeyTable {
     private static final long FILE_ID = 40;
     private static final long FILE_OFFSET = 48;
     private static final long DOMAIN = 56;
+    private static final long USERS = 64;
+    private static final long REVOKE_WAIT_NS = 1_000_000_000L;
     private static final int MAX_SEQLOCK_RETRIES = 1 << 16;
 
     /** What a lookup found; preallocated by the reader, overwritten by each lookup (no allocation per request). */
@@ -172,8 +179,36 @@ public final class ShmKeyTable {
         }
         long seq = (long) LONG.getVolatile(table, b + SEQ);
         LONG.setVolatile(table, b + SEQ, seq + 1);
-        INT.setRelease(table, b + STATE, REVOKED);
+        INT.setVolatile(table, b + STATE, REVOKED);
         LONG.setRelease(table, b + SEQ, seq + 2);
+        VarHandle.fullFence(); // Dekker with enter(): our state store before our users load
+        // Wait for peers inside a cross-memory-attach copy (they re-check the state after entering, so no new
+        // one starts). Bounded: a peer that died inside a copy must not block deregistration forever.
+        long deadline = System.nanoTime() + REVOKE_WAIT_NS;
+        while ((int) INT.getVolatile(table, b + USERS) > 0 && System.nanoTime() - deadline < 0) {
+            Thread.yield();
+        }
+    }
+
+    /**
+     * Enters a private-memory copy on entry {@code slot} (peer side): counts this peer as a user, then re-checks
+     * that the entry still holds {@code rkey} and is valid. On false the caller must not copy (and must not call
+     * {@link #exit}); on true it copies and then calls {@link #exit}.
+     */
+    public boolean enter(int slot, int rkey, Entry scratch) {
+        long users = base(slot) + USERS;
+        INT.getAndAdd(table, users, 1);
+        VarHandle.fullFence(); // Dekker with revoke(): our users increment before our state load
+        if (read(slot, scratch) == VALID && scratch.rkey == rkey) {
+            return true;
+        }
+        INT.getAndAdd(table, users, -1);
+        return false;
+    }
+
+    /** Leaves a copy entered with {@link #enter}. */
+    public void exit(int slot) {
+        INT.getAndAdd(table, base(slot) + USERS, -1);
     }
 
     /**

@@ -77,6 +77,8 @@ public final class ShmQueuePair extends AbstractQueuePair {
     /** Resolved target of the current one-sided request: the peer's mapping (file kind) or null (private). */
     private MemorySegment targetMapping;
     private long targetOffset;
+    private int targetSlot;
+    private int targetRkey;
 
     ShmQueuePair(ShmProtectionDomain domain, ShmContext context, QueuePairInitAttributes init) {
         super(domain, init);
@@ -389,6 +391,8 @@ public final class ShmQueuePair extends AbstractQueuePair {
         if (entry.kind == ShmKeyTable.KIND_PRIVATE && CrossMemoryAttach.unavailable() == null) {
             targetMapping = null;
             targetOffset = remoteAddress;
+            targetSlot = entry.slot;
+            targetRkey = entry.rkey;
             return true;
         }
         return false;
@@ -429,7 +433,8 @@ public final class ShmQueuePair extends AbstractQueuePair {
             if (targetMapping != null) {
                 gather(slot, 0, targetMapping, targetOffset, length);
             } else {
-                int errno = gatherToPrivate(slot, 0, targetOffset, length);
+                int errno = peer.keys.enter(targetSlot, targetRkey, scratchEntry)
+                    ? gatherToPrivateAndExit(slot, 0, targetOffset, length, targetSlot) : CrossMemoryAttach.EFAULT;
                 if (errno != 0) {
                     if (withImmediate) {
                         publishResult(index, WorkCompletionStatus.LOC_PROT_ERR, WorkCompletionOpcode.RECV, 0, 0,
@@ -466,16 +471,21 @@ public final class ShmQueuePair extends AbstractQueuePair {
                     return fail(WorkCompletionStatus.LOC_PROT_ERR);
                 }
             } else {
+                if (!peer.keys.enter(targetSlot, targetRkey, scratchEntry)) {
+                    return cmaFailure(CrossMemoryAttach.EFAULT);
+                }
+                int errno = 0;
                 long done = 0;
-                for (int i = 0; i < slot.sgeCount && done < length; i++) {
+                for (int i = 0; i < slot.sgeCount && done < length && errno == 0; i++) {
                     long n = Math.min(slot.sgeLength[i], length - done);
                     if (n > 0) {
-                        int errno = cma.read(peer.pid, slot.sgeAddress[i], targetOffset + done, n);
-                        if (errno != 0) {
-                            return cmaFailure(errno);
-                        }
+                        errno = cma.read(peer.pid, slot.sgeAddress[i], targetOffset + done, n);
                     }
                     done += n;
+                }
+                peer.keys.exit(targetSlot);
+                if (errno != 0) {
+                    return cmaFailure(errno);
                 }
             }
         }
@@ -548,7 +558,8 @@ public final class ShmQueuePair extends AbstractQueuePair {
                 }
                 gather(slot, done, mapping, offset, n);
             } else {
-                int errno = gatherToPrivate(slot, done, offset, n);
+                int errno = link.keys.enter(keySlot, rkey, scratchEntry)
+                    ? gatherToPrivateAndExit(slot, done, offset, n, keySlot) : CrossMemoryAttach.EFAULT;
                 if (errno != 0) {
                     if (errno == CrossMemoryAttach.ESRCH) {
                         return cmaFailure(errno);
@@ -635,6 +646,13 @@ public final class ShmQueuePair extends AbstractQueuePair {
         q.set(ValueLayout.JAVA_INT, e + E_WITH_IMM, withImmediate ? 1 : 0);
         q.set(ValueLayout.JAVA_INT, e + E_SRC_QPN, queuePairNumber);
         LONG.setRelease(q, e + E_DONE, index + 1);
+    }
+
+    /** {@link #gatherToPrivate}, then leaves the key-table entry entered before it. */
+    private int gatherToPrivateAndExit(SendSlot slot, long skip, long remoteAddress, long length, int keySlot) {
+        int errno = gatherToPrivate(slot, skip, remoteAddress, length);
+        peer.keys.exit(keySlot);
+        return errno;
     }
 
     /** Copies message bytes {@code [skip, skip + length)} into the peer's private memory by cross-memory attach. */
@@ -746,7 +764,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
             long deadline = System.nanoTime() + FLUSH_WAIT_NS;
             drainReceives();
             while (receiveHead < claimedBySender && System.nanoTime() - deadline < 0
-                && (peer == null || ShmFiles.isAlive(peer.pid))) {
+                && (peer == null || processProbe.exists(peer.pid))) {
                 LockSupport.parkNanos(50_000);
                 drainReceives();
             }

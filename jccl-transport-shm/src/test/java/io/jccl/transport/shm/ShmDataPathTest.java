@@ -342,4 +342,19 @@ class ShmDataPathTest {
             .remote(foreign.address(), foreign.rkey()));
         assertEquals(WorkCompletionStatus.REM_ACCESS_ERR, a.next().status());
     }
+
+    @Test
+    void shouldRefusePrivateMemoryAfterDeregistration() {
+        MemoryRegion local = a.pd.allocateMemory(4096, AccessFlag.LOCAL_WRITE);
+        try (Arena arena = Arena.ofShared()) {
+            MemoryRegion remote = b.pd.registerMemory(arena.allocate(4096, 64), AccessFlag.LOCAL_WRITE,
+                AccessFlag.REMOTE_WRITE);
+            long address = remote.address();
+            int rkey = remote.rkey();
+            remote.close();
+            a.qp.postSend(send.wrId(1).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED).local(local, 0, 8)
+                .remote(address, rkey));
+            assertEquals(WorkCompletionStatus.REM_ACCESS_ERR, a.next().status());
+        }
+    }
 }
