@@ -102,7 +102,7 @@ public final class PerfCommand implements Callable<Integer> {
     Path jsonFile;
 
     @Option(names = "--warmup", paramLabel = "N",
-        description = "unmeasured iterations before each size (default: up to 1000, fewer for large sizes)")
+        description = "unmeasured iterations before each size (default: 16..2000 BW, 16..1000 LAT, by size)")
     Integer warmup;
 
     @Option(names = "--local", description = "run server and client on this host (server in a second JVM); "
@@ -160,17 +160,21 @@ public final class PerfCommand implements Callable<Integer> {
         }
         int tx = txDepth != null ? txDepth : test.defaultTxDepth();
         int inline = inlineSize != null ? inlineSize : test.defaultInline();
-        int warm = warmup != null ? warmup : defaultWarmup(sizes, iters);
+        int warm = warmup != null ? warmup : defaultWarmup(test, sizes);
         String atomic = atomicType.toUpperCase(java.util.Locale.ROOT);
         return new PerfPlan(test, sizes, iters, warm, duration, queuePairs, tx, Math.min(cqModeration, tx), inline,
             atomic);
     }
 
-    /** Up to 1000 warm-up iterations, fewer for large messages (about 16 MiB of traffic), never more than -n. */
-    static int defaultWarmup(List<Long> sizes, int iterations) {
+    /**
+     * Default warm-up (JIT) iterations per size: BW tests about 128 MiB of traffic (16 to 2000 messages), latency
+     * tests about 16 MiB (16 to 1000 round trips).
+     */
+    static int defaultWarmup(PerfTest test, List<Long> sizes) {
         long largest = sizes.stream().mapToLong(Long::longValue).max().orElse(1);
-        long bySize = (16L << 20) / Math.max(1, largest);
-        return (int) Math.min(iterations, Math.max(8, Math.min(1000, bySize)));
+        long traffic = test.isBandwidth() ? 128L << 20 : 16L << 20;
+        long cap = test.isBandwidth() ? 2000 : 1000;
+        return (int) Math.max(16, Math.min(cap, traffic / Math.max(1, largest)));
     }
 
     Device resolveDevice() {

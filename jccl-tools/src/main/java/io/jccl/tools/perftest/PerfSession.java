@@ -68,6 +68,7 @@ final class PerfSession implements AutoCloseable {
     private final long[] completedNs;
     private final Histogram histogram = new Histogram(1, HISTOGRAM_MAX_NS, 3);
     private int sendsOutstanding;
+    private int receivesArrived;
     private long spins;
 
     PerfSession(PerfPlan plan, boolean client, OutOfBand oob, Context context, int rxDepth) {
@@ -181,6 +182,7 @@ final class PerfSession implements AutoCloseable {
     void prepare(long size) {
         PerfTest test = plan.test();
         int length = (int) size;
+        receivesArrived = 0;
         for (int q = 0; q < qps.length; q++) {
             SendWorkRequest wr = sendRequests[q];
             switch (test.verb()) {
@@ -375,16 +377,23 @@ final class PerfSession implements AutoCloseable {
 
     /** Drives progress (polls the CQ, which some providers need to answer one-sided requests) until "done". */
     private void passiveUntilDone() throws IOException {
+        // Busy-polls as perftest's server does: some providers answer READs and atomics from the responder's
+        // progress, so parking here would add wake-up latency to every operation.
         while (true) {
-            int polled = cq.poll(completions, completions.length, 1_000_000L);
+            int polled = cq.poll(completions, completions.length);
             for (int i = 0; i < polled; i++) {
                 checkSuccess(completions[i]);
             }
-            if (oob.poll() != null) {
-                break;
+            if (polled == 0) {
+                Thread.onSpinWait();
             }
-            if (oob.due() && oob.peerGone()) {
-                throw new PerfException("client went away");
+            if ((++spins & 0x3FF) == 0 && oob.due()) {
+                if (oob.poll() != null) {
+                    break;
+                }
+                if (oob.peerGone()) {
+                    throw new PerfException("client went away");
+                }
             }
         }
         oob.expect("done");
@@ -463,23 +472,7 @@ final class PerfSession implements AutoCloseable {
         long t0 = System.nanoTime();
         qps[0].postSend(wr);
         sendsOutstanding++;
-        boolean received = false;
-        while (!received) {
-            int polled = cq.poll(completions, completions.length);
-            for (int k = 0; k < polled; k++) {
-                WorkCompletion wc = completions[k];
-                checkSuccess(wc);
-                if (wc.opcode().isReceive()) {
-                    received = true;
-                    receivesPosted[0]--;
-                } else {
-                    sendsOutstanding--;
-                }
-            }
-            if (polled == 0 && (++spins & 0xFFF) == 0) {
-                checkPeer();
-            }
-        }
+        awaitReceive(false);
         long t1 = System.nanoTime();
         topUpReceives(0);
         while (sendsOutstanding > 0) {
@@ -525,22 +518,8 @@ final class PerfSession implements AutoCloseable {
                 }
                 local[0].segment().set(ValueLayout.JAVA_BYTE, last, value);
             } else {
-                boolean received = false;
-                while (!received) {
-                    int polled = cq.poll(completions, completions.length);
-                    for (int k = 0; k < polled; k++) {
-                        WorkCompletion wc = completions[k];
-                        checkSuccess(wc);
-                        if (wc.opcode().isReceive()) {
-                            received = true;
-                            receivesPosted[0]--;
-                        } else {
-                            sendsOutstanding--;
-                        }
-                    }
-                    if (polled == 0 && (++spins & 0xFFF) == 0 && serverShouldStop()) {
-                        break outer;
-                    }
+                if (!awaitReceive(true)) {
+                    break;
                 }
                 topUpReceives(0);
             }
@@ -569,7 +548,10 @@ final class PerfSession implements AutoCloseable {
 
     // ------------------------------------------------------------------------------------------------ helpers
 
-    /** Polls send completions; returns whether any arrived. */
+    /**
+     * Polls the CQ once: send completions lower the outstanding count, receive completions raise
+     * {@link #receivesArrived} (consumed by the loops that wait for a message). Returns whether any arrived.
+     */
     private boolean reapSends() {
         int polled = cq.poll(completions, completions.length);
         for (int k = 0; k < polled; k++) {
@@ -577,11 +559,29 @@ final class PerfSession implements AutoCloseable {
             checkSuccess(wc);
             if (wc.opcode().isReceive()) {
                 receivesPosted[(int) wc.wrId()]--;
+                receivesArrived++;
             } else {
                 sendsOutstanding--;
             }
         }
         return polled > 0;
+    }
+
+    /** Waits for one receive completion (or, on the server, the end of the run); false when the run ended. */
+    private boolean awaitReceive(boolean server) throws IOException {
+        while (receivesArrived == 0) {
+            if (!reapSends() && (++spins & 0xFFF) == 0) {
+                if (server) {
+                    if (serverShouldStop()) {
+                        return false;
+                    }
+                } else {
+                    checkPeer();
+                }
+            }
+        }
+        receivesArrived--;
+        return true;
     }
 
     private void checkPeer() throws IOException {
