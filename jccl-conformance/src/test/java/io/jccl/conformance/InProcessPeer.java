@@ -39,6 +39,7 @@ public final class InProcessPeer implements PeerSide {
     private final Map<Integer, MemoryRegion> regions = new ConcurrentHashMap<>();
     private final AtomicInteger nextRegion = new AtomicInteger(1);
     private final String description;
+    private ProtectionDomain otherDomain;
 
     /** Opens {@code deviceName} and creates the domain, the completion queue and its poller. */
     public InProcessPeer(String deviceName, String description) {
@@ -107,6 +108,17 @@ public final class InProcessPeer implements PeerSide {
     @Override
     public PeerRegion allocate(long length, int access) {
         MemoryRegion region = domain.allocateMemory(length, flags(access));
+        int id = nextRegion.getAndIncrement();
+        regions.put(id, region);
+        return new PeerRegion(id, region.address(), region.length(), region.rkey(), region.lkey());
+    }
+
+    @Override
+    public synchronized PeerRegion allocateInOtherDomain(long length, int access) {
+        if (otherDomain == null) {
+            otherDomain = context.allocateProtectionDomain();
+        }
+        MemoryRegion region = otherDomain.allocateMemory(length, flags(access));
         int id = nextRegion.getAndIncrement();
         regions.put(id, region);
         return new PeerRegion(id, region.address(), region.length(), region.rkey(), region.lkey());

@@ -107,7 +107,9 @@ public final class PeerProcess {
                 return "";
             }
             case "alloc" -> {
-                PeerSide.PeerRegion r = peer.allocate(Long.parseLong(t[2]), Integer.parseInt(t[3]));
+                PeerSide.PeerRegion r = t.length > 4 && t[4].equals("other")
+                    ? peer.allocateInOtherDomain(Long.parseLong(t[2]), Integer.parseInt(t[3]))
+                    : peer.allocate(Long.parseLong(t[2]), Integer.parseInt(t[3]));
                 return r.id() + " " + r.address() + " " + r.length() + " " + r.rkey() + " " + r.lkey();
             }
             case "dereg" -> {

@@ -46,6 +46,12 @@ public interface PeerSide extends AutoCloseable {
     /** Allocates and registers {@code length} zeroed bytes with the {@link AccessFlag} mask {@code access}. */
     PeerRegion allocate(long length, int access);
 
+    /**
+     * Like {@link #allocate} but registers the memory in a second protection domain of the peer, which none of its
+     * queue pairs belongs to: its keys must be refused on every one of them.
+     */
+    PeerRegion allocateInOtherDomain(long length, int access);
+
     /** Deregisters a region; its keys are refused from then on. */
     void deregister(int region);
 

@@ -1292,7 +1292,9 @@ public abstract class ProviderConformanceSuite {
         /** An RDMA READ into memory registered without LOCAL_WRITE. */
         READ_INTO_REGION_WITHOUT_LOCAL_WRITE,
         /** A scatter/gather entry naming a region that was deregistered before the post. */
-        DEREGISTERED_LKEY
+        DEREGISTERED_LKEY,
+        /** A scatter/gather entry naming a region of another protection domain of the same context. */
+        LKEY_OF_ANOTHER_PROTECTION_DOMAIN
     }
 
     static Stream<Arguments> modesAndLocalViolations() {
@@ -1329,6 +1331,9 @@ public abstract class ProviderConformanceSuite {
                 gone.close();
                 yield r;
             }
+            // A QP may only use memory of its own protection domain (ibv_alloc_pd(3)).
+            case LKEY_OF_ANOTHER_PROTECTION_DOMAIN -> send(1, SendOpcode.SEND, SendFlag.SIGNALED,
+                local.context().allocateProtectionDomain().allocateMemory(4096, AccessFlag.LOCAL_WRITE), 0, 64);
         };
         link.qp().postSend(request);
         assertCompletion(awaitLocal(local, link.qp()), 1, WorkCompletionStatus.LOC_PROT_ERR, null);
@@ -1353,7 +1358,9 @@ public abstract class ProviderConformanceSuite {
         /** An atomic on a region without REMOTE_ATOMIC. */
         ATOMIC_WITHOUT_REMOTE_ATOMIC,
         /** A WRITE with the key of a region deregistered after an earlier WRITE succeeded. */
-        DEREGISTERED_REGION
+        DEREGISTERED_REGION,
+        /** A WRITE with the key of a region in another protection domain than the responder QP's (ReDMArk V9). */
+        RKEY_OF_ANOTHER_PROTECTION_DOMAIN
     }
 
     static Stream<Arguments> modesAndRemoteViolations() {
@@ -1378,7 +1385,8 @@ public abstract class ProviderConformanceSuite {
                 AccessFlag.REMOTE_READ);
             default -> ALL_REMOTE;
         };
-        PeerRegion target = peer.allocate(4096, regionAccess);
+        PeerRegion target = violation == RemoteViolation.RKEY_OF_ANOTHER_PROTECTION_DOMAIN
+            ? peer.allocateInOtherDomain(4096, regionAccess) : peer.allocate(4096, regionAccess);
         PeerRegion inbox = peer.allocate(64, mask(AccessFlag.LOCAL_WRITE));
         peer.postReceive(link.peerQpn(), 77, List.of(new PeerSge(inbox.id(), 0, 64)));
         MemoryRegion buffer = local.region(4096, AccessFlag.LOCAL_WRITE);
@@ -1396,7 +1404,7 @@ public abstract class ProviderConformanceSuite {
                 .remote(address, rkey ^ 0x5A5A5A5A);
             case RANGE_PAST_REGION_END -> send(1, SendOpcode.RDMA_WRITE, SendFlag.SIGNALED, buffer, 0, 64)
                 .remote(address + 4096 - 32, rkey);
-            case WRITE_WITHOUT_REMOTE_WRITE, DEREGISTERED_REGION ->
+            case WRITE_WITHOUT_REMOTE_WRITE, DEREGISTERED_REGION, RKEY_OF_ANOTHER_PROTECTION_DOMAIN ->
                 send(1, SendOpcode.RDMA_WRITE, SendFlag.SIGNALED, buffer, 0, 64).remote(address, rkey);
             case READ_WITHOUT_REMOTE_READ -> send(1, SendOpcode.RDMA_READ, SendFlag.SIGNALED, buffer, 0, 64)
                 .remote(address, rkey);
@@ -1412,7 +1420,8 @@ public abstract class ProviderConformanceSuite {
         assertCompletion(awaitPeer(link), 77, WorkCompletionStatus.WR_FLUSH_ERR, null);
         if (violation == RemoteViolation.RANGE_PAST_REGION_END) {
             assertArrayEquals(new byte[32], peer.read(target.id(), 4096 - 32, 32), "no partial write");
-        } else if (violation == RemoteViolation.WRITE_WITHOUT_REMOTE_WRITE) {
+        } else if (violation == RemoteViolation.WRITE_WITHOUT_REMOTE_WRITE
+            || violation == RemoteViolation.RKEY_OF_ANOTHER_PROTECTION_DOMAIN) {
             assertArrayEquals(new byte[64], peer.read(target.id(), 0, 64), "nothing written");
         } else if (violation == RemoteViolation.ATOMIC_WITHOUT_REMOTE_ATOMIC) {
             assertArrayEquals(new byte[8], peer.read(target.id(), 0, 8), "no atomic executed");
@@ -1616,6 +1625,100 @@ public abstract class ProviderConformanceSuite {
         QueuePair other = local.queuePair(spec(local));
         other.modify(QueuePairAttributes.toInit());
         assertThrows(VerbsException.class, () -> other.postReceive(tooManySges), "5 sges on a QP with max_recv_sge 4");
+    }
+
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldRefuseSendsBeyondTheQueueDepth(PeerMode mode) {
+        LocalEnd local = openLocal();
+        // No receive at the peer and rnr_retry 7: the SENDs can neither complete nor fail, so they stay queued.
+        Link link = connect(local, peer(mode), spec(local).withDepths(4, 4), ConnectionSpec.defaults().withRnr(1, 7),
+            spec(local), ConnectionSpec.defaults());
+        MemoryRegion source = local.region(4096);
+        for (int i = 0; i < 4; i++) {
+            link.qp().postSend(send(i, SendOpcode.SEND, SendFlag.SIGNALED, source, 0, 8));
+        }
+        VerbsException full = assertThrows(VerbsException.class,
+            () -> link.qp().postSend(send(4, SendOpcode.SEND, SendFlag.SIGNALED, source, 0, 8)),
+            "a fifth send on a send queue of depth 4 whose sends cannot complete");
+        assertEquals(VerbsException.Reason.NO_RESOURCES, full.reason(), "ibv_post_send returns ENOMEM");
+        SendWorkRequest tooManySges = new SendWorkRequest(5).wrId(5).opcode(SendOpcode.SEND);
+        for (int i = 0; i < 5; i++) {
+            tooManySges.sge(i).set(source, 8L * i, 8);
+        }
+        tooManySges.setSgeCount(5);
+        assertThrows(VerbsException.class, () -> link.qp().postSend(tooManySges), "5 sges with max_send_sge 4");
+        assertEquals(QueuePairState.READY_TO_SEND, link.qp().state(), "refused posts leave the QP alone");
+        PeerRegion inbox = link.peer().allocate(4096, mask(AccessFlag.LOCAL_WRITE));
+        for (int i = 0; i < 4; i++) {
+            link.peer().postReceive(link.peerQpn(), i, List.of(new PeerSge(inbox.id(), 64L * i, 64)));
+        }
+        List<Completion> done = awaitLocal(local, link.qp(), 4);
+        for (int i = 0; i < 4; i++) {
+            assertCompletion(done.get(i), i, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.SEND);
+        }
+        link.qp().postSend(send(6, SendOpcode.SEND, 0, source, 0, 8)); // room again once completions were made
+    }
+
+    @Test
+    void shouldDropPostedRequestsWithoutCompletionsOnResetAndDestroy() {
+        LocalEnd local = openLocal();
+        MemoryRegion buffer = local.region(4096, AccessFlag.LOCAL_WRITE);
+        QueuePair reset = local.queuePair(spec(local));
+        reset.modify(QueuePairAttributes.toInit());
+        reset.postReceive(new ReceiveWorkRequest().wrId(1).local(buffer, 0, 64));
+        reset.postReceive(new ReceiveWorkRequest().wrId(2).local(buffer, 64, 64));
+        // ibv_modify_qp(3) to RESET: the queues are emptied, no completions are generated.
+        reset.modify(new QueuePairAttributes().state(QueuePairState.RESET));
+        assertNoLocalCompletion(local, reset);
+        reset.modify(QueuePairAttributes.toInit());
+        reset.modify(new QueuePairAttributes().state(QueuePairState.ERROR));
+        assertNoLocalCompletion(local, reset); // nothing left to flush: RESET dropped the receives
+
+        QueuePair destroyed = local.queuePair(spec(local));
+        int qpn = destroyed.queuePairNumber();
+        destroyed.modify(QueuePairAttributes.toInit());
+        destroyed.postReceive(new ReceiveWorkRequest().wrId(3).local(buffer, 128, 64));
+        // ibv_destroy_qp(3): outstanding requests disappear without completions.
+        destroyed.close();
+        List<Completion> after = local.await(destroyed, 1, QUIET_NS);
+        assertTrue(after.isEmpty(), () -> "completions for destroyed QP 0x" + Integer.toHexString(qpn) + ": " + after);
+        assertThrows(VerbsException.class, () -> destroyed.postReceive(new ReceiveWorkRequest().wrId(4)
+            .local(buffer, 0, 64)), "posting to a destroyed QP");
+    }
+
+    @Test
+    void shouldRouteSendAndReceiveCompletionsToTheirOwnQueues() {
+        LocalEnd local = openLocal();
+        PeerSide peer = peer(PeerMode.IN_PROCESS);
+        CompletionQueue sendQueue = local.context().createCompletionQueue(16);
+        CompletionQueue receiveQueue = local.context().createCompletionQueue(16);
+        QueuePair qp = local.domain().createQueuePair(new QueuePairInitAttributes(sendQueue, receiveQueue, 8, 8, 4, 4,
+            0, false));
+        PeerQueuePair peerQp = peer.createQueuePair(spec(local));
+        Future<?> peerConnect = BACKGROUND.submit(() -> peer.connect(peerQp.queuePairNumber(), qp.localEndpoint(),
+            ConnectionSpec.defaults()));
+        InProcessPeer.connect(qp, peerQp.endpoint(), ConnectionSpec.defaults());
+        join(peerConnect);
+        MemoryRegion buffer = local.region(4096, AccessFlag.LOCAL_WRITE);
+        PeerRegion inbox = peer.allocate(4096, mask(AccessFlag.LOCAL_WRITE));
+        qp.postReceive(new ReceiveWorkRequest().wrId(7).local(buffer, 1024, 64));
+        peer.postReceive(peerQp.queuePairNumber(), 1, List.of(new PeerSge(inbox.id(), 0, 64)));
+        qp.postSend(send(8, SendOpcode.SEND, SendFlag.SIGNALED, buffer, 0, 16));
+        peer.postSend(peerQp.queuePairNumber(), PeerSend.of(2, SendOpcode.SEND, SendFlag.SIGNALED, 0, 0,
+            List.of(new PeerSge(inbox.id(), 512, 16))));
+        WorkCompletion[] out = WorkCompletion.array(4);
+        assertEquals(1, pollOne(sendQueue, out), "one completion on the send queue's CQ");
+        assertCompletion(Completion.of(out[0]), 8, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.SEND);
+        assertEquals(1, pollOne(receiveQueue, out), "one completion on the receive queue's CQ");
+        assertCompletion(Completion.of(out[0]), 7, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RECV);
+        assertEquals(0, sendQueue.poll(out, 4), "the receive completion did not go to the send CQ");
+        assertEquals(0, receiveQueue.poll(out, 4), "the send completion did not go to the receive CQ");
+        qp.close();
+    }
+
+    private static int pollOne(CompletionQueue queue, WorkCompletion[] out) {
+        return queue.poll(out, 1, WAIT_NS);
     }
 
     @Test

@@ -30,6 +30,13 @@ import java.util.stream.Collectors;
 public final class RemotePeer implements PeerSide {
     private static final long DEFAULT_TIMEOUT_NS = TimeUnit.SECONDS.toNanos(30);
     private static final String EOF = "\u0000eof";
+    private static final java.util.Set<Process> LIVE = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    static {
+        // Belt and braces: children also exit when their stdin closes, but a kill here is immediate.
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> LIVE.forEach(Process::destroyForcibly),
+            "conformance-peer-reaper"));
+    }
 
     private final Process process;
     private final Writer commands;
@@ -84,6 +91,7 @@ public final class RemotePeer implements PeerSide {
         } catch (IOException e) {
             throw new UncheckedIOException("cannot start peer JVM: " + command, e);
         }
+        LIVE.add(process);
         RemotePeer peer = new RemotePeer(process, log);
         try {
             String ready = peer.await(0, DEFAULT_TIMEOUT_NS);
@@ -214,6 +222,7 @@ public final class RemotePeer implements PeerSide {
     }
 
     private void kill() {
+        LIVE.remove(process);
         process.destroyForcibly();
         try {
             process.waitFor(5, TimeUnit.SECONDS);
@@ -262,6 +271,13 @@ public final class RemotePeer implements PeerSide {
     @Override
     public PeerRegion allocate(long length, int access) {
         String[] r = call(DEFAULT_TIMEOUT_NS, "alloc", length, access);
+        return new PeerRegion(Integer.parseInt(r[0]), Long.parseLong(r[1]), Long.parseLong(r[2]),
+            Integer.parseInt(r[3]), Integer.parseInt(r[4]));
+    }
+
+    @Override
+    public PeerRegion allocateInOtherDomain(long length, int access) {
+        String[] r = call(DEFAULT_TIMEOUT_NS, "alloc", length, access, "other");
         return new PeerRegion(Integer.parseInt(r[0]), Long.parseLong(r[1]), Long.parseLong(r[2]),
             Integer.parseInt(r[3]), Integer.parseInt(r[4]));
     }
