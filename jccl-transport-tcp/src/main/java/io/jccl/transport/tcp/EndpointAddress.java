@@ -21,7 +21,7 @@ record EndpointAddress(InetSocketAddress socketAddress, long secretHigh, long se
     /** The text form placed in {@link io.jccl.verbs.Endpoint#address()}. */
     String format() {
         InetAddress ip = socketAddress.getAddress();
-        String host = ip.getHostAddress();
+        String host = text(ip);
         if (ip instanceof Inet6Address) {
             host = "[" + host + "]";
         }
@@ -66,6 +66,44 @@ record EndpointAddress(InetSocketAddress socketAddress, long secretHigh, long se
             throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT,
                 "malformed tcp endpoint address '" + text + "': " + e.getMessage(), e);
         }
+    }
+
+    /** An address as text; IPv6 in the RFC 5952 short form ({@code fd00::2}, not {@code fd00:0:0:0:0:0:0:2}). */
+    static String text(InetAddress ip) {
+        String full = ip.getHostAddress();
+        if (!(ip instanceof Inet6Address)) {
+            return full;
+        }
+        String scope = "";
+        int percent = full.indexOf('%');
+        if (percent >= 0) {
+            scope = full.substring(percent);
+            full = full.substring(0, percent);
+        }
+        String[] groups = full.split(":");
+        int bestStart = -1;
+        int bestLength = 1;
+        for (int i = 0; i < groups.length; ) {
+            if (groups[i].equals("0")) {
+                int j = i;
+                while (j < groups.length && groups[j].equals("0")) {
+                    j++;
+                }
+                if (j - i > bestLength) {
+                    bestStart = i;
+                    bestLength = j - i;
+                }
+                i = j;
+            } else {
+                i++;
+            }
+        }
+        if (bestStart < 0) {
+            return full + scope;
+        }
+        String head = String.join(":", java.util.Arrays.copyOfRange(groups, 0, bestStart));
+        String tail = String.join(":", java.util.Arrays.copyOfRange(groups, bestStart + bestLength, groups.length));
+        return head + "::" + tail + scope;
     }
 
     private static boolean isNumeric(String host) {

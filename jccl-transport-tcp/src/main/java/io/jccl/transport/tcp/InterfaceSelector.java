@@ -153,7 +153,7 @@ final class InterfaceSelector {
         }
         return candidates.stream().map(c -> c.name() + " (" + (c.up() ? "up" : "down")
                 + (c.addresses().isEmpty() ? ", no address" : ", " + c.addresses().stream()
-                .map(InetAddress::getHostAddress).collect(Collectors.joining(" "))) + ")")
+                .map(EndpointAddress::text).collect(Collectors.joining(" "))) + ")")
             .collect(Collectors.joining(", "));
     }
 }

@@ -972,6 +972,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             if (sinkIndex < sinkCount) {
                 long n = fillSink();
                 if (n < 0) {
+                    counters.increment(Counter.PORT_RCV_ERRORS); // the stream ended inside a payload
                     onLinkLost();
                     return work + 1;
                 }
@@ -1013,6 +1014,9 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
                 in.flip();
             }
             if (n < 0) {
+                if (in.hasRemaining()) {
+                    counters.increment(Counter.PORT_RCV_ERRORS); // the stream ended inside a frame header
+                }
                 onLinkLost();
                 return work + 1;
             }

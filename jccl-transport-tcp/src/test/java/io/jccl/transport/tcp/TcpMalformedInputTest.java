@@ -1,0 +1,314 @@
+package io.jccl.transport.tcp;
+
+import io.jccl.transport.tcp.TcpTestSupport.Side;
+import io.jccl.verbs.AccessFlag;
+import io.jccl.verbs.Context;
+import io.jccl.verbs.Counter;
+import io.jccl.verbs.Endpoint;
+import io.jccl.verbs.MemoryRegion;
+import io.jccl.verbs.QueuePair;
+import io.jccl.verbs.QueuePairAttributes;
+import io.jccl.verbs.QueuePairInitAttributes;
+import io.jccl.verbs.QueuePairState;
+import io.jccl.verbs.SendFlag;
+import io.jccl.verbs.SendOpcode;
+import io.jccl.verbs.SendWorkRequest;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Random;
+import java.util.function.IntFunction;
+
+import static io.jccl.transport.tcp.TcpTestSupport.ALL;
+import static io.jccl.transport.tcp.TcpTestSupport.pollSuccess;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Feeds hostile input to a live tcp context through raw sockets: garbage after a valid handshake, forged keys,
+ * impossible lengths, wrong PSNs, truncated frames, randomly mutated valid frames, and connections that cannot
+ * authenticate. Nothing may escape, no byte outside the registered region may change, errors are counted, the
+ * attacked QP ends in ERR, and the context keeps serving its other QPs.
+ */
+class TcpMalformedInputTest {
+    private static final int GUARD = 4096;
+    private static final byte GUARD_BYTE = (byte) 0xA5;
+
+    private Context victim;
+    private Context friend;
+    private Arena arena;
+    private MemorySegment memory;
+    private MemoryRegion region;
+    private Side servingA;
+    private Side servingB;
+
+    @BeforeEach
+    void setUp() {
+        victim = TcpTestSupport.open();
+        friend = TcpTestSupport.open();
+        arena = Arena.ofShared();
+        memory = arena.allocate(3 * GUARD, 4096);
+        memory.fill(GUARD_BYTE);
+        servingA = Side.create(victim);
+        servingB = Side.create(friend);
+        TcpTestSupport.connect(servingA.qp(), servingB.qp());
+        // Only the middle page is registered; the pages around it are guard bytes that must never change.
+        region = servingA.pd().registerMemory(memory.asSlice(GUARD, GUARD), ALL);
+    }
+
+    @AfterEach
+    void tearDown() {
+        victim.close();
+        friend.close();
+        arena.close();
+    }
+
+    /** A victim QP at RTR waiting for a peer we impersonate with a raw socket. */
+    private final class Victim implements AutoCloseable {
+        final QueuePair qp;
+        final int fakeQpn;
+        final int fakePsn = 0x123456;
+        final long fakeHigh = 0x1111222233334444L;
+        final long fakeLow = 0x5555666677778888L;
+        final EndpointAddress address;
+
+        Victim() {
+            QueuePair created;
+            do {
+                created = servingA.pd().createQueuePair(QueuePairInitAttributes.of(servingA.cq()));
+            } while (created.queuePairNumber() == 0xFFFFFF);
+            qp = created;
+            fakeQpn = qp.queuePairNumber() + 1; // larger QPN: the fake peer is the side that connects
+            qp.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ,
+                AccessFlag.REMOTE_ATOMIC));
+            String fakeAddress = "127.0.0.1:9/" + HexFormat.of().toHexDigits(fakeHigh)
+                + HexFormat.of().toHexDigits(fakeLow);
+            qp.modify(QueuePairAttributes.toReadyToReceive(new Endpoint("tcp", "tcp0", fakeQpn, fakePsn,
+                fakeAddress)));
+            address = EndpointAddress.parse(qp.localEndpoint().address());
+        }
+
+        /** Connects and completes the handshake with valid secrets. */
+        Socket connect() throws IOException {
+            Socket socket = new Socket();
+            socket.connect(address.socketAddress(), 5000);
+            socket.setSoTimeout(5000);
+            socket.getOutputStream().write(hello(qp.queuePairNumber(), fakeQpn, address.secretHigh(),
+                address.secretLow(), fakeHigh, fakeLow));
+            byte[] accept = socket.getInputStream().readNBytes(Wire.HELLO);
+            assertEquals(Wire.HELLO, accept.length, "ACCEPT");
+            assertEquals(Wire.KIND_ACCEPT, accept[5]);
+            return socket;
+        }
+
+        byte[] frame(int type, int psn, int length, int rkey, long va, long op1, int payload) {
+            ByteBuffer b = ByteBuffer.allocate(Wire.HEADER + payload);
+            b.put(0, (byte) type).putInt(Wire.OFF_PSN, psn).putInt(Wire.OFF_LENGTH, length)
+                .putInt(Wire.OFF_RKEY, rkey).putLong(Wire.OFF_VA, va).putLong(Wire.OFF_OPERAND1, op1);
+            for (int i = 0; i < payload; i++) {
+                b.put(Wire.HEADER + i, (byte) 0x77);
+            }
+            return b.array();
+        }
+
+        @Override
+        public void close() {
+            qp.close();
+        }
+    }
+
+    static byte[] hello(int dst, int src, long dstHigh, long dstLow, long srcHigh, long srcLow) {
+        ByteBuffer b = ByteBuffer.allocate(Wire.HELLO);
+        b.putInt(Wire.MAGIC).put((byte) Wire.VERSION).put((byte) Wire.KIND_HELLO).putShort((short) 0);
+        b.putInt(dst).putInt(src).putLong(dstHigh).putLong(dstLow).putLong(srcHigh).putLong(srcLow).putInt(16);
+        return b.array();
+    }
+
+    private long errors() {
+        var c = victim.counters();
+        return c.get(Counter.PORT_RCV_ERRORS) + c.get(Counter.REMOTE_ACCESS_ERRORS);
+    }
+
+    private void assertGuardsIntact() {
+        for (int i = 0; i < GUARD; i++) {
+            assertEquals(GUARD_BYTE, memory.get(ValueLayout.JAVA_BYTE, i), "guard byte before the region");
+            assertEquals(GUARD_BYTE, memory.get(ValueLayout.JAVA_BYTE, 2L * GUARD + i), "guard byte after it");
+        }
+    }
+
+    private void assertStillServing() {
+        MemoryRegion local = servingB.pd().allocateMemory(64, ALL);
+        local.segment().fill((byte) 3);
+        servingB.qp().postSend(new SendWorkRequest().wrId(1).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+            .remote(region.address() + 8, region.rkey()).local(local, 0, 64));
+        pollSuccess(servingB.cq());
+        assertEquals(3, region.segment().get(ValueLayout.JAVA_BYTE, 8 + 63));
+        local.close();
+        assertEquals(QueuePairState.READY_TO_SEND, servingA.qp().state());
+    }
+
+    /** Sends {@code bytes} after a valid handshake and expects the victim QP to fail on them. */
+    private void attack(String what, IntFunction<byte[]> garbage, boolean closeAfter) throws IOException {
+        long before = errors();
+        try (Victim v = new Victim(); Socket socket = v.connect()) {
+            OutputStream out = socket.getOutputStream();
+            try {
+                out.write(garbage.apply(0).length == 0 ? new byte[0] : build(v, garbage));
+                // Whatever the bytes meant, a header with an unknown opcode afterwards must end it.
+                if (!closeAfter) {
+                    out.write(v.frame(0xEE, 0, 0, 0, 0, 0, 0));
+                }
+                out.flush();
+                // A mutation may leave the victim legitimately waiting for more payload: end the stream too.
+                socket.shutdownOutput();
+            } catch (IOException closedOnUs) {
+                // the victim may close first: fine
+            }
+            TcpTestSupport.awaitState(v.qp, QueuePairState.ERROR);
+            drain(socket.getInputStream());
+        }
+        assertTrue(errors() > before, what + ": no error counted");
+        assertGuardsIntact();
+    }
+
+    private byte[] build(Victim v, IntFunction<byte[]> garbage) {
+        currentVictim = v;
+        return garbage.apply(1);
+    }
+
+    private Victim currentVictim;
+
+    private static void drain(InputStream in) {
+        try {
+            in.readNBytes(1 << 20);
+        } catch (IOException ignored) {
+            // reset by the victim: fine
+        }
+    }
+
+    @Test
+    void shouldContainGarbageFromAnAuthenticatedPeer() throws IOException {
+        Random random = new Random(42);
+        List<Object[]> cases = new ArrayList<>();
+        cases.add(new Object[] {"random bytes", (IntFunction<byte[]>) k -> {
+            byte[] b = new byte[200 + random.nextInt(300)];
+            random.nextBytes(b);
+            b[0] = (byte) 0xF0; // not a valid type, whatever else follows
+            return b;
+        }});
+        cases.add(new Object[] {"unknown opcode", (IntFunction<byte[]>) k -> currentVictim.frame(0x42,
+            currentVictim.fakePsn, 0, 0, 0, 0, 0)});
+        cases.add(new Object[] {"forged rkey", (IntFunction<byte[]>) k -> currentVictim.frame(Wire.WRITE,
+            currentVictim.fakePsn, 64, region.rkey() ^ 0x5555, region.address(), 0, 64)});
+        cases.add(new Object[] {"write into the guard page", (IntFunction<byte[]>) k -> currentVictim.frame(
+            Wire.WRITE, currentVictim.fakePsn, 64, region.rkey(), region.address() - 64, 0, 64)});
+        cases.add(new Object[] {"write past the end", (IntFunction<byte[]>) k -> currentVictim.frame(Wire.WRITE,
+            currentVictim.fakePsn, 128, region.rkey(), region.address() + GUARD - 64, 0, 128)});
+        cases.add(new Object[] {"wrapping address", (IntFunction<byte[]>) k -> currentVictim.frame(Wire.WRITE,
+            currentVictim.fakePsn, 64, region.rkey(), -32L, 0, 64)});
+        cases.add(new Object[] {"oversized length", (IntFunction<byte[]>) k -> currentVictim.frame(Wire.WRITE,
+            currentVictim.fakePsn, 0x7FFFFFFF, region.rkey(), region.address(), 0, 0)});
+        cases.add(new Object[] {"negative length", (IntFunction<byte[]>) k -> currentVictim.frame(Wire.SEND,
+            currentVictim.fakePsn, -1, 0, 0, 0, 0)});
+        cases.add(new Object[] {"read beyond the region", (IntFunction<byte[]>) k -> currentVictim.frame(
+            Wire.READ_REQUEST, currentVictim.fakePsn, GUARD + 1, region.rkey(), region.address(), 0, 0)});
+        cases.add(new Object[] {"atomic with a 16-byte length", (IntFunction<byte[]>) k -> currentVictim.frame(
+            Wire.FETCH_ADD, currentVictim.fakePsn, 16, region.rkey(), region.address(), 1, 0)});
+        cases.add(new Object[] {"atomic in the guard page", (IntFunction<byte[]>) k -> currentVictim.frame(
+            Wire.FETCH_ADD, currentVictim.fakePsn, 8, region.rkey(), region.address() + GUARD, 1, 0)});
+        cases.add(new Object[] {"wrong PSN", (IntFunction<byte[]>) k -> currentVictim.frame(Wire.WRITE,
+            currentVictim.fakePsn + 5, 8, region.rkey(), region.address(), 0, 8)});
+        cases.add(new Object[] {"unsolicited ACK", (IntFunction<byte[]>) k -> currentVictim.frame(Wire.ACK, 77, 0,
+            0, 0, 0, 0)});
+        cases.add(new Object[] {"unsolicited READ response", (IntFunction<byte[]>) k -> currentVictim.frame(
+            Wire.READ_RESPONSE, 0, 1 << 20, 0, 0, 0, 0)});
+        cases.add(new Object[] {"reserved bits set", (IntFunction<byte[]>) k -> {
+            byte[] f = currentVictim.frame(Wire.WRITE, currentVictim.fakePsn, 0, 0, 0, 0, 0);
+            f[Wire.OFF_RESERVED] = 1;
+            return f;
+        }});
+        for (Object[] c : cases) {
+            @SuppressWarnings("unchecked")
+            IntFunction<byte[]> g = (IntFunction<byte[]>) c[1];
+            attack((String) c[0], g, false);
+        }
+        // Truncations: half a header, or a payload cut short, then the stream ends.
+        attack("truncated header", k -> k == 0 ? new byte[1] : java.util.Arrays.copyOf(currentVictim.frame(
+            Wire.WRITE, currentVictim.fakePsn, 8, region.rkey(), region.address(), 0, 8), 20), true);
+        attack("truncated payload", k -> k == 0 ? new byte[1] : java.util.Arrays.copyOf(currentVictim.frame(
+            Wire.WRITE, currentVictim.fakePsn, 1000, region.rkey(), region.address(), 0, 1000), Wire.HEADER + 10),
+            true);
+        // Random mutations of valid frames.
+        for (int round = 0; round < 25; round++) {
+            int r = round;
+            attack("mutation " + round, k -> {
+                int[] types = {Wire.WRITE, Wire.READ_REQUEST, Wire.FETCH_ADD, Wire.COMPARE_SWAP, Wire.SEND};
+                int type = types[r % types.length];
+                int len = type == Wire.WRITE || type == Wire.READ_REQUEST ? 64 : type == Wire.SEND ? 16 : 8;
+                byte[] f = currentVictim.frame(type, currentVictim.fakePsn, len, region.rkey(),
+                    region.address() + 128, 1, Wire.requestCarriesPayload(type) ? len : 0);
+                for (int m = 0; m < 1 + random.nextInt(3); m++) {
+                    f[random.nextInt(Wire.HEADER)] ^= (byte) (1 + random.nextInt(255));
+                }
+                return f;
+            }, false);
+        }
+        assertStillServing();
+    }
+
+    @Test
+    void shouldRefuseConnectionsThatCannotAuthenticate() throws IOException {
+        try (Victim v = new Victim()) {
+            long before = victim.counters().get(Counter.PORT_RCV_ERRORS);
+            Random random = new Random(7);
+            List<byte[]> hellos = new ArrayList<>();
+            hellos.add(hello(v.qp.queuePairNumber(), v.fakeQpn, v.address.secretHigh() ^ 1, v.address.secretLow(),
+                v.fakeHigh, v.fakeLow)); // wrong secret
+            hellos.add(hello(v.qp.queuePairNumber() ^ 0x10, v.fakeQpn, v.address.secretHigh(), v.address.secretLow(),
+                v.fakeHigh, v.fakeLow)); // unknown QP number
+            byte[] noise = new byte[Wire.HELLO];
+            random.nextBytes(noise);
+            hellos.add(noise);
+            hellos.add(new byte[10]); // truncated, then the stream ends
+            byte[] forged = hello(v.qp.queuePairNumber(), v.fakeQpn, v.address.secretHigh(), v.address.secretLow(),
+                v.fakeHigh, v.fakeLow ^ 1); // knows the victim's secret but is not the peer it was connected to
+            hellos.add(forged);
+            int expected = 0;
+            for (byte[] h : hellos) {
+                try (Socket socket = new Socket()) {
+                    socket.connect(new InetSocketAddress(v.address.socketAddress().getAddress(),
+                        v.address.socketAddress().getPort()), 5000);
+                    socket.setSoTimeout(5000);
+                    socket.getOutputStream().write(h);
+                    if (h.length < Wire.HELLO) {
+                        socket.shutdownOutput();
+                    }
+                    // the victim closes without a word
+                    assertEquals(-1, socket.getInputStream().read());
+                }
+                expected++;
+                long want = before + expected;
+                TcpTestSupport.awaitTrue("port_rcv_errors >= " + want,
+                    () -> victim.counters().get(Counter.PORT_RCV_ERRORS) >= want);
+            }
+            // Nobody authenticated, so nothing happened to the QP: it still waits for its real peer.
+            assertNotEquals(QueuePairState.ERROR, v.qp.state());
+            assertGuardsIntact();
+        }
+        assertStillServing();
+    }
+}
