@@ -486,10 +486,11 @@ public abstract class ProviderConformanceSuite {
                 + " among " + (values.length - 1) + "): " + Arrays.toString(values));
     }
 
-    @Test
-    void shouldPollWithoutBlockingAndHonourTheTimeout() {
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldPollWithoutBlockingAndHonourTheTimeout(PeerMode mode) {
         LocalEnd local = openLocal();
-        PeerSide peer = peer(PeerMode.IN_PROCESS);
+        PeerSide peer = peer(mode);
         CompletionQueue raw = local.context().createCompletionQueue(64);
         assertTrue(raw.capacity() >= 64, "capacity holds at least what was asked");
         WorkCompletion[] out = WorkCompletion.array(4);
@@ -545,10 +546,11 @@ public abstract class ProviderConformanceSuite {
 
     // =============================================================================================== QP states
 
-    @Test
-    void shouldRejectInvalidTransitionsAndKeepTheState() {
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldRejectInvalidTransitionsAndKeepTheState(PeerMode mode) {
         LocalEnd local = openLocal();
-        PeerSide peer = peer(PeerMode.IN_PROCESS);
+        PeerSide peer = peer(mode);
         QueuePair qp = local.queuePair(spec(local));
         PeerQueuePair peerQp = peer.createQueuePair(spec(local));
         Future<?> peerConnect = BACKGROUND.submit(() -> peer.connect(peerQp.queuePairNumber(), qp.localEndpoint(),
@@ -608,10 +610,11 @@ public abstract class ProviderConformanceSuite {
         assertEquals(before, qp.state(), "a refused modify changes nothing: " + why);
     }
 
-    @Test
-    void shouldRefusePostingInStatesThatDoNotAllowIt() {
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldRefusePostingInStatesThatDoNotAllowIt(PeerMode mode) {
         LocalEnd local = openLocal();
-        PeerSide peer = peer(PeerMode.IN_PROCESS);
+        PeerSide peer = peer(mode);
         QueuePair qp = local.queuePair(spec(local));
         PeerQueuePair peerQp = peer.createQueuePair(spec(local));
         Future<?> peerConnect = BACKGROUND.submit(() -> peer.connect(peerQp.queuePairNumber(), qp.localEndpoint(),
@@ -661,10 +664,11 @@ public abstract class ProviderConformanceSuite {
         assertCompletion(awaitLocal(local, qp), 5, WorkCompletionStatus.WR_FLUSH_ERR, null);
     }
 
-    @Test
-    void shouldReportConnectionAttributesInQuery() {
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldReportConnectionAttributesInQuery(PeerMode mode) {
         LocalEnd local = openLocal();
-        PeerSide peer = peer(PeerMode.IN_PROCESS);
+        PeerSide peer = peer(mode);
         int access = mask(AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ);
         ConnectionSpec connection = new ConnectionSpec(access, 5, 3, 6, 12);
         Link link = connect(local, peer, spec(local), connection, spec(local), ConnectionSpec.defaults());
@@ -842,11 +846,12 @@ public abstract class ProviderConformanceSuite {
         assertEquals(-8, hostLong(link.peer().read(target.id(), 16, 8)), "40 + 2 - 50");
     }
 
-    @Test
-    void shouldRejectMalformedAtomicsAtPost() {
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldRejectMalformedAtomicsAtPost(PeerMode mode) {
         LocalEnd local = openLocal();
         assumeAtomics(local);
-        Link link = connect(local, peer(PeerMode.IN_PROCESS));
+        Link link = connect(local, peer(mode));
         PeerRegion target = link.peer().allocate(64, mask(AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_ATOMIC));
         MemoryRegion result = local.region(64, AccessFlag.LOCAL_WRITE);
         for (SendOpcode opcode : List.of(SendOpcode.ATOMIC_CMP_AND_SWP, SendOpcode.ATOMIC_FETCH_AND_ADD)) {
@@ -1687,10 +1692,11 @@ public abstract class ProviderConformanceSuite {
             .local(buffer, 0, 64)), "posting to a destroyed QP");
     }
 
-    @Test
-    void shouldRouteSendAndReceiveCompletionsToTheirOwnQueues() {
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldRouteSendAndReceiveCompletionsToTheirOwnQueues(PeerMode mode) {
         LocalEnd local = openLocal();
-        PeerSide peer = peer(PeerMode.IN_PROCESS);
+        PeerSide peer = peer(mode);
         CompletionQueue sendQueue = local.context().createCompletionQueue(16);
         CompletionQueue receiveQueue = local.context().createCompletionQueue(16);
         QueuePair qp = local.domain().createQueuePair(new QueuePairInitAttributes(sendQueue, receiveQueue, 8, 8, 4, 4,
@@ -1816,10 +1822,11 @@ public abstract class ProviderConformanceSuite {
         assertEquals(VerbsException.Reason.PERMISSION_DENIED, e.reason(), why);
     }
 
-    @Test
-    void shouldRefuseMapRemoteWithoutDirectAccess() {
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldRefuseMapRemoteWithoutDirectAccess(PeerMode mode) {
         LocalEnd local = openLocal();
-        Link link = connect(local, peer(PeerMode.IN_PROCESS));
+        Link link = connect(local, peer(mode));
         assumeFalse(link.qp().supportsDirectAccess(), "provider offers direct access");
         PeerRegion region = link.peer().allocate(4096, ALL_REMOTE);
         VerbsException e = assertThrows(VerbsException.class,
