@@ -1,0 +1,1379 @@
+package io.jccl.collectives;
+
+import io.jccl.collectives.internal.Log;
+import io.jccl.collectives.store.PrefixStore;
+import io.jccl.collectives.store.Store;
+import io.jccl.collectives.tuning.Algorithm;
+import io.jccl.collectives.tuning.AlgorithmFilter;
+import io.jccl.collectives.tuning.CostModel;
+import io.jccl.collectives.tuning.LinkParameters;
+import io.jccl.collectives.tuning.TuningParameters;
+import io.jccl.verbs.AccessFlag;
+import io.jccl.verbs.MemoryRegion;
+import io.jccl.verbs.spi.SecureIds;
+
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.GeneralSecurityException;
+import java.security.MessageDigest;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A group of ranks that run collectives together (NCCL's {@code ncclComm_t}, MPI's communicator).
+ *
+ * <p>Create one per rank with {@link #create(Store, int, int, CommunicatorOptions)} or
+ * {@link #fromEnvironment()} (torchrun, Open MPI, Slurm or JCCL_* variables). Every rank publishes its host identity
+ * and queue-pair endpoints through the store; peers on the same host connect over {@code shm0}, others over
+ * {@code tcp0}. When every rank shares a host and can map its peers' memory, the direct algorithms load and store
+ * peers' staging buffers instead of sending messages.
+ *
+ * <p>Buffers are {@link MemorySegment}s and counts are in elements. Native segments are used in place (senders
+ * register them once and cache the registration; {@link #allocate} memory is registered already); heap segments
+ * (over Java arrays) are copied into native bounce buffers first and back afterwards, which costs a copy each way.
+ * In-place operations pass the same segment twice (or use the in-place overloads).
+ *
+ * <p>Operations on one communicator complete in issue order. Blocking calls run on the calling thread; the
+ * {@code *Async} variants run on the communicator's single executor thread and return a future. Every wait has a
+ * deadline ({@code JCCL_TIMEOUT}, default 10 minutes); {@link #abort()} from any thread fails waiters promptly; a dead
+ * peer fails pending and later operations with {@link CollectiveException.PeerFailure} naming it; ranks calling
+ * different operations at one sequence number get {@link CollectiveException.Mismatch} with both signatures. The
+ * {@link #flightRecorder()} keeps the last operations and is dumped to the log on failure.
+ */
+public final class Communicator implements AutoCloseable {
+    /** Color for {@link #split} meaning "not in any new communicator". */
+    public static final int UNDEFINED = -1;
+
+    private final int rank;
+    private final int size;
+    private final CommunicatorOptions options;
+    private final Store store;
+    private final Store ownedStore;
+    private final Log log = Log.get();
+    private final FlightRecorder recorder;
+    private final AlgorithmFilter filter;
+    private Transport transport;
+    private Engine engine;
+    private TuningParameters tuning;
+    private final Signature sig = new Signature();
+    private final List<MemoryRegion> allocated = new ArrayList<>();
+    private final Map<Transport.DeviceResources, RegistrationCache> caches = new LinkedHashMap<>();
+    private RegistrationCache lastCache;
+    private final Object turn = new Object();
+    private long nextTicket;
+    private long served;
+    private ExecutorService executor;
+    private long opSeq;
+    private int splitSeq;
+    private int windowSeq;
+    private volatile boolean aborted;
+    private volatile String abortReason;
+    private volatile CollectiveException failure;
+    private volatile boolean closed;
+    private final Arena bounceArena = Arena.ofShared();
+    private final MemorySegment[] bounce = new MemorySegment[3];
+    private List<PendingP2p> group;
+    private final String[] hosts;
+
+    private record PendingP2p(boolean send, MemorySegment buf, long count, DataType type, int peer) {
+    }
+
+    private Communicator(Store store, Store ownedStore, int rank, int size, CommunicatorOptions options) {
+        this.store = store;
+        this.ownedStore = ownedStore;
+        this.rank = rank;
+        this.size = size;
+        this.options = options;
+        this.recorder = new FlightRecorder(options.flightRecorderCapacity());
+        this.filter = AlgorithmFilter.parse(options.algorithms());
+        this.hosts = new String[size];
+    }
+
+    // ============================================================================================ creation
+
+    /**
+     * Joins a communicator of {@code size} ranks as {@code rank}, rendezvousing through {@code store} (which the
+     * caller keeps ownership of). Blocks until every rank has joined and connected, or the options' timeout passes.
+     *
+     * @throws CollectiveException.Refused when another job's rank or a wrong secret is met, or settings differ
+     */
+    public static Communicator create(Store store, int rank, int size, CommunicatorOptions options) {
+        return create(store, null, rank, size, options);
+    }
+
+    /** {@link #create(Store, int, int, CommunicatorOptions)} with {@link CommunicatorOptions#fromEnvironment()}. */
+    public static Communicator create(Store store, int rank, int size) {
+        return create(store, rank, size, CommunicatorOptions.fromEnvironment());
+    }
+
+    /**
+     * Joins using the launcher's environment: JCCL_RANK/JCCL_WORLD_SIZE/JCCL_STORE_ADDR, torchrun
+     * (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_RANK/SIZE plus JCCL_STORE_ADDR or
+     * MASTER_ADDR) or Slurm (SLURM_PROCID, SLURM_NTASKS, first host of SLURM_NODELIST). Rank 0 runs the TCP store
+     * server unless JCCL_STORE_SERVER=0. The communicator owns (and closes) the store.
+     */
+    public static Communicator fromEnvironment() {
+        return fromEnvironment(CommunicatorOptions.fromEnvironment());
+    }
+
+    /** {@link #fromEnvironment()} with explicit options. */
+    public static Communicator fromEnvironment(CommunicatorOptions options) {
+        LaunchEnvironment env = LaunchEnvironment.detect(System.getenv());
+        Store s = env.openStore(options.timeoutNs());
+        try {
+            return create(s, s, env.rank(), env.worldSize(), options);
+        } catch (RuntimeException e) {
+            s.close();
+            throw e;
+        }
+    }
+
+    private static Communicator create(Store base, Store owned, int rank, int size, CommunicatorOptions options) {
+        if (size < 1 || rank < 0 || rank >= size) {
+            throw new IllegalArgumentException("rank " + rank + " outside 0.." + (size - 1) + " (size " + size + ")");
+        }
+        Store store = new PrefixStore("jccl/" + options.name(), base);
+        Communicator c = new Communicator(store, owned, rank, size, options);
+        try {
+            c.init();
+        } catch (RuntimeException e) {
+            c.closeResources();
+            throw e;
+        }
+        return c;
+    }
+
+    private static String hostIdentity(CommunicatorOptions o) {
+        if (o.hostId() != null && !o.hostId().isBlank()) {
+            return o.hostId();
+        }
+        String boot = "";
+        try {
+            boot = Files.readString(Path.of("/proc/sys/kernel/random/boot_id")).trim();
+        } catch (Exception ignored) {
+            // not Linux
+        }
+        return boot + "@" + Log.host();
+    }
+
+    private String hmac(String secret, String message) {
+        try {
+            Mac mac = Mac.getInstance("HmacSHA256");
+            mac.init(new SecretKeySpec(secret.getBytes(StandardCharsets.UTF_8), "HmacSHA256"));
+            return HexFormat.of().formatHex(mac.doFinal(message.getBytes(StandardCharsets.UTF_8)));
+        } catch (GeneralSecurityException e) {
+            throw new IllegalStateException("HmacSHA256 unavailable", e);
+        }
+    }
+
+    private void init() {
+        long deadline = System.nanoTime() + options.timeoutNs();
+        String hostId = hostIdentity(options);
+        long pid = ProcessHandle.current().pid();
+        List<String> order = preferredDevices();
+        // Devices this rank can open, so both sides of a pair pick the same one.
+        Map<String, Transport.DeviceResources> opened = new LinkedHashMap<>();
+        Map<String, String> unavailable = new LinkedHashMap<>();
+        int cqCapacity = Math.max(1024, 2 * size * (2 * options.slots() + 64) + 64);
+        if (size > 1) {
+            for (String d : order) {
+                try {
+                    opened.put(d, Transport.open(d, cqCapacity));
+                } catch (RuntimeException e) {
+                    unavailable.put(d, e.getMessage());
+                }
+            }
+        }
+        String nonce = Long.toHexString(SecureIds.nonce());
+        String devs = String.join(",", opened.keySet());
+        String body = "v1|" + options.jobId() + "|" + rank + "|" + size + "|" + hostId + "|" + pid + "|"
+            + fingerprintHash() + "|" + devs + "|" + nonce;
+        String proof = options.authSecret() == null ? "-" : hmac(options.authSecret(), body);
+        byte[] hello = (body + "|" + proof).getBytes(StandardCharsets.UTF_8);
+        String helloKey = "hello/" + rank;
+        if (!store.compareAndSet(helloKey, null, hello, remaining(deadline))) {
+            String other = new String(store.get(helloKey, remaining(deadline)), StandardCharsets.UTF_8);
+            String[] f = other.split("\\|");
+            closeDevices(opened);
+            throw new CollectiveException.Refused("rank " + rank + " is already taken in " + store.describe() + " by "
+                + (f.length > 1 && !f[1].equals(options.jobId()) ? "job '" + f[1] + "' (this is job '"
+                + options.jobId() + "')" : "another process of this job") + "; is another job using the same store "
+                + "address, or was a rank started twice?");
+        }
+        String[][] peersHello = new String[size][];
+        for (int j = 0; j < size; j++) {
+            String text = new String(store.get("hello/" + j, remaining(deadline)), StandardCharsets.UTF_8);
+            String[] f = text.split("\\|", -1);
+            String why = null;
+            if (f.length != 10 || !f[0].equals("v1")) {
+                why = "rank " + j + " sent a malformed join record (another program or JCCL version?)";
+            } else if (!f[1].equals(options.jobId())) {
+                why = "rank " + j + " belongs to job '" + f[1] + "', but this rank is in job '" + options.jobId()
+                    + "' (JCCL_JOB_ID); refusing to mix jobs";
+            } else if (Integer.parseInt(f[3]) != size) {
+                why = "rank " + j + " expects " + f[3] + " ranks, this rank expects " + size;
+            } else if (!f[6].equals(fingerprintHash())) {
+                why = "rank " + j + " runs with different JCCL settings (chunk/slots/direct/JCCL_ALGO/JCCL_TRANSPORT "
+                    + "must match on every rank)";
+            } else if (options.authSecret() != null) {
+                String expected = hmac(options.authSecret(), String.join("|", Arrays.copyOf(f, 9)));
+                if (!MessageDigest.isEqual(expected.getBytes(StandardCharsets.UTF_8),
+                    f[9].getBytes(StandardCharsets.UTF_8))) {
+                    why = "rank " + j + " did not prove knowledge of JCCL_AUTH_SECRET (wrong or missing secret)";
+                }
+            } else if (!f[9].equals("-")) {
+                why = "rank " + j + " authenticates with JCCL_AUTH_SECRET but this rank has no secret set";
+            }
+            if (why != null) {
+                closeDevices(opened);
+                throw new CollectiveException.Refused("rank " + rank + " refuses to join " + store.describe() + ": "
+                    + why);
+            }
+            peersHello[j] = f;
+            hosts[j] = f[4];
+        }
+        // Choose a device per peer.
+        Peer[] peers = new Peer[size];
+        boolean allSameHost = true;
+        for (int j = 0; j < size; j++) {
+            if (j == rank) {
+                continue;
+            }
+            boolean sameHost = peersHello[j][4].equals(hostId);
+            allSameHost &= sameHost;
+            List<String> theirs = Arrays.asList(peersHello[j][7].split(","));
+            String chosen = null;
+            StringBuilder reasons = new StringBuilder();
+            for (String d : order) {
+                boolean isShm = d.startsWith("shm");
+                if (isShm && !sameHost) {
+                    reasons.append("no shared memory with rank ").append(j).append(": different host (")
+                        .append(peersHello[j][4]).append("); ");
+                    continue;
+                }
+                if (!opened.containsKey(d)) {
+                    reasons.append(d).append(" unavailable here (").append(unavailable.get(d)).append("); ");
+                    continue;
+                }
+                if (!theirs.contains(d)) {
+                    reasons.append("rank ").append(j).append(" cannot open ").append(d).append("; ");
+                    continue;
+                }
+                chosen = d;
+                break;
+            }
+            if (chosen == null) {
+                closeDevices(opened);
+                throw new CollectiveException("rank " + rank + " has no transport in common with rank " + j + ": "
+                    + reasons + "(JCCL_TRANSPORT=" + options.transports() + ")");
+            }
+            String reason = (chosen.startsWith("shm") ? "same host, shared memory"
+                : reasons.isEmpty() ? (sameHost ? "same host" : "different host") + ", " + chosen + " requested"
+                : reasons.toString()).trim();
+            if (!reasons.isEmpty() && order.indexOf(chosen) > 0 && sameHost) {
+                log.warn(rank, Log.Subsys.INIT, "falling back to " + chosen + " for rank " + j + ": " + reasons);
+            }
+            peers[j] = new Peer(j, opened.get(chosen), reason.endsWith(";") ? reason.substring(0, reason.length() - 1)
+                : reason);
+            peers[j].host = peersHello[j][4];
+            peers[j].pid = Long.parseLong(peersHello[j][5]);
+            peers[j].sameHost = sameHost;
+        }
+        // Close devices nobody uses.
+        Map<String, Transport.DeviceResources> used = new LinkedHashMap<>();
+        for (Peer p : peers) {
+            if (p != null) {
+                used.put(p.device.name, p.device);
+            }
+        }
+        for (var e : opened.entrySet()) {
+            if (!used.containsKey(e.getKey())) {
+                Transport.closeQuietly(e.getValue().context);
+            }
+        }
+        transport = new Transport(this, rank, size, options.slots(), options.chunkBytes(), peers, used);
+        boolean wantDirect = size > 1 && allSameHost && used.size() == 1 && !options.directDisabled();
+        if (wantDirect) {
+            Transport.DeviceResources d = used.values().iterator().next();
+            transport.control = d.pd.allocateMemory(Transport.CONTROL_BYTES, AccessFlag.LOCAL_WRITE,
+                AccessFlag.REMOTE_READ, AccessFlag.REMOTE_WRITE);
+            transport.staging = d.pd.allocateMemory(2 * options.directBytes(), AccessFlag.LOCAL_WRITE,
+                AccessFlag.REMOTE_READ, AccessFlag.REMOTE_WRITE);
+            transport.directStagingBytes = options.directBytes();
+        }
+        transport.createQueuePairs();
+        for (Peer p : peers) {
+            if (p != null) {
+                store.setString(Transport.key("ep", rank, p.rank), transport.localRecord(p), remaining(deadline));
+            }
+        }
+        boolean mapped = wantDirect;
+        for (Peer p : peers) {
+            if (p != null) {
+                String record = store.getString(Transport.key("ep", p.rank, rank), remaining(deadline));
+                mapped &= transport.connect(p, record, wantDirect);
+            }
+        }
+        // Nobody sends before every rank has connected all its queue pairs (a message to a QP still in INIT
+        // would be retried only a few times by a real transport).
+        store.setString("connected/" + rank, "1", remaining(deadline));
+        for (int j = 0; j < size; j++) {
+            store.get("connected/" + j, remaining(deadline));
+        }
+        if (wantDirect) {
+            store.setString("direct/" + rank, mapped ? "1" : "0", remaining(deadline));
+            boolean all = true;
+            for (int j = 0; j < size; j++) {
+                all &= store.getString("direct/" + j, remaining(deadline)).equals("1");
+            }
+            transport.direct = all;
+        }
+        engine = new Engine(this, transport);
+        tuning = new TuningParameters(messagePath(used.keySet()), transport.direct
+            ? TuningParameters.defaults("direct") : null, TuningParameters.defaultReduceGBps(),
+            options.directBytes(), options.chunkBytes());
+        for (Peer p : peers) {
+            if (p != null) {
+                log.info(rank, Log.Subsys.INIT, "rank " + rank + " -> rank " + p.rank + " via " + p.device.name + ": "
+                    + p.reason + (p.control != null ? "; direct load/store of its buffers" : ""));
+            }
+        }
+        if (size > 1) {
+            log.info(rank, Log.Subsys.INIT, "communicator '" + options.name() + "' rank " + rank + "/" + size
+                + ": direct algorithms " + (transport.direct ? "on" : "off" + (wantDirect ? " (mapping failed)"
+                : allSameHost ? (options.directDisabled() ? " (JCCL_DIRECT_DISABLE=1)" : "") : " (ranks span hosts)"))
+                + ", kernels " + engine.kernels.name() + ", timeout " + TimeUnit.NANOSECONDS.toSeconds(
+                options.timeoutNs()) + " s");
+            if (rank == 0 && log.enabled(Log.Level.INFO, Log.Subsys.TUNING)) {
+                log.info(rank, Log.Subsys.TUNING, CostModel.table(size, tuning, filter));
+            }
+        } else {
+            engine = new Engine(this, transport);
+        }
+        // Connectivity check with the op deadline machinery: a barrier over the message path.
+        if (size > 1) {
+            sig.set(0, Collective.BARRIER, 0, null, null, -1);
+            engine.deadlineNs = deadline;
+            engine.disseminationBarrier(sig);
+        }
+    }
+
+    private static void closeDevices(Map<String, Transport.DeviceResources> opened) {
+        for (Transport.DeviceResources d : opened.values()) {
+            Transport.closeQuietly(d.context);
+        }
+    }
+
+    private String fingerprintHash() {
+        return Integer.toHexString(options.fingerprint().hashCode());
+    }
+
+    private List<String> preferredDevices() {
+        List<String> order = new ArrayList<>();
+        if (!options.transports().isBlank()) {
+            for (String s : options.transports().split(",")) {
+                String d = s.trim();
+                if (d.isEmpty()) {
+                    continue;
+                }
+                if (!d.matches(".*\\d$")) {
+                    d = d + "0"; // provider name → its first device
+                }
+                if (d.startsWith("shm") && options.shmDisabled()) {
+                    continue;
+                }
+                order.add(d);
+            }
+        } else {
+            if (!options.shmDisabled()) {
+                order.add("shm0");
+            }
+            order.add("tcp0");
+        }
+        return order;
+    }
+
+    private static LinkParameters messagePath(java.util.Set<String> devices) {
+        LinkParameters worst = null;
+        for (String d : devices) {
+            LinkParameters p = TuningParameters.defaults(d.replaceAll("\\d+$", ""));
+            if (worst == null || p.latencyUs() > worst.latencyUs()) {
+                worst = p;
+            }
+        }
+        return worst == null ? TuningParameters.defaults("shm") : worst;
+    }
+
+    private static long remaining(long deadline) {
+        return Math.max(1, deadline - System.nanoTime());
+    }
+
+    // ============================================================================================ accessors
+
+    /** This rank (0-based). */
+    public int rank() {
+        return rank;
+    }
+
+    /** Number of ranks. */
+    public int size() {
+        return size;
+    }
+
+    /** The options in force. */
+    public CommunicatorOptions options() {
+        return options;
+    }
+
+    /** The flight recorder of this rank. */
+    public FlightRecorder flightRecorder() {
+        return recorder;
+    }
+
+    /** Whether the direct (mapped shared memory) algorithms are available. */
+    public boolean directAvailable() {
+        return transport != null && transport.direct;
+    }
+
+    /** The device serving {@code peer} (for example {@code shm0}), and why, or "self". */
+    public String transportOf(int peer) {
+        if (peer == rank) {
+            return "self";
+        }
+        Peer p = transport.peers[peer];
+        return p.device.name + " (" + p.reason + ")";
+    }
+
+    /** The algorithm the cost model (and JCCL_ALGO) picks for a collective of {@code bytes} (nccl-tests size). */
+    public Algorithm algorithmFor(Collective collective, long bytes) {
+        return choose(collective, bytes);
+    }
+
+    /** The cost-model table for this communicator's size and paths. */
+    public String tuningTable() {
+        return CostModel.table(size, tuning, filter);
+    }
+
+    // ============================================================================================ memory
+
+    /**
+     * Allocates {@code bytes} of registered, shareable memory: sending from it needs no registration or copy.
+     * Freed when the communicator closes.
+     */
+    public MemorySegment allocate(long bytes) {
+        checkUsable();
+        Transport.DeviceResources d = transport.devices.isEmpty() ? null : transport.devices.values().iterator().next();
+        if (d == null) {
+            return bounceArena.allocate(bytes, 4096);
+        }
+        MemoryRegion r = d.pd.allocateMemory(bytes, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_READ,
+            AccessFlag.REMOTE_WRITE);
+        synchronized (allocated) {
+            allocated.add(r);
+        }
+        return r.segment();
+    }
+
+    MemoryRegion regionFor(Transport.DeviceResources d, MemorySegment seg) {
+        RegistrationCache c = caches.get(d);
+        if (c == null) {
+            c = new RegistrationCache(d.pd, allocated);
+            caches.put(d, c);
+        }
+        lastCache = c;
+        return c.regionFor(seg);
+    }
+
+    long lastRegionOffset(Transport.DeviceResources d) {
+        return lastCache.lastOffset;
+    }
+
+    /** A native segment with the contents of {@code seg} (itself when native), for sending from. */
+    private MemorySegment nativeOf(MemorySegment seg, long bytes, int slot, boolean copyIn) {
+        if (seg.isNative()) {
+            return seg;
+        }
+        MemorySegment b = bounce(slot, bytes);
+        if (copyIn) {
+            MemorySegment.copy(seg, 0, b, 0, bytes);
+        }
+        return b;
+    }
+
+    private MemorySegment bounce(int slot, long bytes) {
+        MemorySegment b = bounce[slot];
+        if (b == null || b.byteSize() < bytes) {
+            b = bounceArena.allocate(Math.max(bytes, 4096), 4096);
+            bounce[slot] = b;
+        }
+        return b.asSlice(0, bytes);
+    }
+
+    private static boolean same(MemorySegment a, MemorySegment b) {
+        return a == b || a.equals(b) || (a.isNative() && b.isNative() && a.address() == b.address());
+    }
+
+    private static void checkSize(MemorySegment seg, long bytes, String what) {
+        if (seg == null) {
+            throw new IllegalArgumentException(what + " buffer is null");
+        }
+        if (seg.byteSize() < bytes) {
+            throw new IllegalArgumentException(what + " buffer holds " + seg.byteSize() + " bytes, the operation needs "
+                + bytes);
+        }
+    }
+
+    // ============================================================================================ execution
+
+    @FunctionalInterface
+    private interface Body {
+        void run(Algorithm algorithm);
+    }
+
+    private Algorithm choose(Collective c, long bytes) {
+        if (size == 1) {
+            return CostModel.candidates(c).iterator().next();
+        }
+        return CostModel.select(c, size, bytes, tuning, filter);
+    }
+
+    private void execute(Collective c, long count, DataType type, ReduceOp op, int root, long bytes, Body body) {
+        long ticket;
+        synchronized (turn) {
+            ticket = nextTicket++;
+        }
+        runTicket(ticket, c, count, type, op, root, bytes, body);
+    }
+
+    private void runTicket(long ticket, Collective c, long count, DataType type, ReduceOp op, int root, long bytes,
+                           Body body) {
+        awaitTurn(ticket);
+        long handle = -1;
+        try {
+            checkUsable();
+            // Point-to-point and one-sided calls involve some ranks only: they must not advance the collective
+            // sequence number that every rank's headers and signatures carry.
+            boolean local = c == Collective.SEND_RECV || (c == Collective.WINDOW && root >= 0);
+            long seq = local ? opSeq : ++opSeq;
+            handle = recorder.issue(seq, c, count, type, op, root);
+            sig.set(seq, c, count, type, op, root);
+            engine.deadlineNs = System.nanoTime() + options.timeoutNs();
+            Algorithm a = choose(c, bytes);
+            recorder.start(handle, c == Collective.SEND_RECV ? "p2p" : a.shortName());
+            if (log.enabled(Log.Level.TRACE, Log.Subsys.COLL)) {
+                log.trace(rank, Log.Subsys.COLL, sig + " algo " + a.shortName() + " bytes " + bytes);
+            }
+            body.run(a);
+            recorder.end(handle, true, null);
+        } catch (RuntimeException e) {
+            CollectiveException ce = fail(e);
+            if (handle >= 0) {
+                recorder.end(handle, false, ce.getClass().getSimpleName());
+            }
+            dumpRecorder(ce);
+            throw ce;
+        } finally {
+            synchronized (turn) {
+                served++;
+                turn.notifyAll();
+            }
+        }
+    }
+
+    private void awaitTurn(long ticket) {
+        synchronized (turn) {
+            while (served != ticket) {
+                try {
+                    turn.wait(10);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new CollectiveException.Aborted("interrupted while waiting for earlier operations", e);
+                }
+                if (aborted && served != ticket) {
+                    // earlier operations will fail fast; keep waiting for them to release the turn
+                    continue;
+                }
+            }
+        }
+    }
+
+    private CompletableFuture<Void> async(Collective c, long count, DataType type, ReduceOp op, int root, long bytes,
+                                          Body body) {
+        long ticket;
+        CompletableFuture<Void> future = new CompletableFuture<>();
+        synchronized (turn) {
+            ticket = nextTicket++;
+            if (executor == null) {
+                executor = Executors.newSingleThreadExecutor(r -> Thread.ofPlatform().daemon()
+                    .name("jccl-comm-" + options.name() + "-r" + rank).unstarted(r));
+            }
+            executor.execute(() -> {
+                try {
+                    runTicket(ticket, c, count, type, op, root, bytes, body);
+                    future.complete(null);
+                } catch (Throwable e) {
+                    future.completeExceptionally(e);
+                }
+            });
+        }
+        return future;
+    }
+
+    void checkNotAborted() {
+        if (aborted) {
+            throw new CollectiveException.Aborted("communicator '" + options.name() + "' rank " + rank + " was aborted"
+                + (abortReason != null ? ": " + abortReason : ""), failure);
+        }
+    }
+
+    private void checkUsable() {
+        if (closed) {
+            throw new IllegalStateException("communicator '" + options.name() + "' rank " + rank + " is closed");
+        }
+        CollectiveException f = failure;
+        if (f != null) {
+            throw new CollectiveException.Aborted("communicator '" + options.name() + "' rank " + rank + " failed "
+                + "earlier and cannot be used (abort it and create a new one): " + f.getMessage(), f);
+        }
+        checkNotAborted();
+    }
+
+    CollectiveException.Timeout timeout(String what) {
+        return new CollectiveException.Timeout("rank " + rank + ": " + sig + " timed out after "
+            + TimeUnit.NANOSECONDS.toMillis(options.timeoutNs()) + " ms (JCCL_TIMEOUT) " + what);
+    }
+
+    CollectiveException.Mismatch mismatch(String message) {
+        return new CollectiveException.Mismatch("collective mismatch: " + message);
+    }
+
+    /** Records the first failure, tells peers (QPs to ERROR, status word, store key) and returns it. */
+    private CollectiveException fail(RuntimeException e) {
+        CollectiveException ce;
+        if (e instanceof CollectiveException x) {
+            ce = x;
+        } else {
+            ce = new CollectiveException("rank " + rank + ": " + e, e);
+        }
+        if (ce instanceof CollectiveException.PeerFailure pf && failure == null) {
+            String remote = remoteError(pf.rank());
+            if (remote != null) {
+                ce = new CollectiveException.PeerFailure(pf.rank(), pf.getMessage() + "; rank " + pf.rank()
+                    + " reported: " + remote);
+            }
+        }
+        synchronized (this) {
+            if (failure == null && !(ce instanceof CollectiveException.Aborted && aborted)) {
+                failure = ce;
+                String message = ce.getMessage();
+                Thread.ofVirtual().start(() -> {
+                    try {
+                        store.setString("error/" + rank, message, TimeUnit.SECONDS.toNanos(2));
+                    } catch (RuntimeException ignored) {
+                        // the store may be gone with rank 0
+                    }
+                });
+                if (transport != null) {
+                    transport.abortLinks();
+                }
+            }
+        }
+        return ce;
+    }
+
+    private String remoteError(int peer) {
+        long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(500);
+        while (System.nanoTime() < until) {
+            try {
+                if (store.check("error/" + peer, TimeUnit.MILLISECONDS.toNanos(200))) {
+                    return store.getString("error/" + peer, TimeUnit.MILLISECONDS.toNanos(200));
+                }
+            } catch (RuntimeException e) {
+                return null;
+            }
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException ie) {
+                Thread.currentThread().interrupt();
+                return null;
+            }
+        }
+        return null;
+    }
+
+    private void dumpRecorder(CollectiveException e) {
+        StringBuilder sb = new StringBuilder();
+        sb.append(e.getClass().getSimpleName()).append(": ").append(e.getMessage()).append('\n');
+        sb.append("flight recorder of rank ").append(rank).append(" (last ").append(recorder.capacity())
+            .append(" ops):");
+        for (String line : recorder.dump()) {
+            sb.append("\n  ").append(line);
+        }
+        if (transport != null) {
+            sb.append("\npeers:");
+            for (String line : transport.describePeers()) {
+                sb.append("\n  ").append(line);
+            }
+        }
+        log.warn(rank, Log.Subsys.COLL, sb.toString());
+    }
+
+    // ============================================================================================ all-reduce
+
+    /** Out-of-place (or in-place when {@code send} and {@code recv} are the same) all-reduce. */
+    public void allReduce(MemorySegment send, MemorySegment recv, long count, DataType type, ReduceOp op) {
+        long bytes = count * type.sizeBytes();
+        checkSize(send, bytes, "send");
+        checkSize(recv, bytes, "recv");
+        execute(Collective.ALL_REDUCE, count, type, op, -1, bytes, a -> doAllReduce(a, send, recv, count, type, op));
+    }
+
+    /** In-place all-reduce. */
+    public void allReduce(MemorySegment buffer, long count, DataType type, ReduceOp op) {
+        allReduce(buffer, buffer, count, type, op);
+    }
+
+    /** Asynchronous {@link #allReduce(MemorySegment, MemorySegment, long, DataType, ReduceOp)}. */
+    public CompletableFuture<Void> allReduceAsync(MemorySegment send, MemorySegment recv, long count, DataType type,
+                                                  ReduceOp op) {
+        long bytes = count * type.sizeBytes();
+        checkSize(send, bytes, "send");
+        checkSize(recv, bytes, "recv");
+        return async(Collective.ALL_REDUCE, count, type, op, -1, bytes,
+            a -> doAllReduce(a, send, recv, count, type, op));
+    }
+
+    /** In-place all-reduce of a float array (copied to native memory and back). */
+    public void allReduce(float[] data, ReduceOp op) {
+        allReduce(MemorySegment.ofArray(data), data.length, DataType.FLOAT32, op);
+    }
+
+    /** In-place all-reduce of a double array (copied to native memory and back). */
+    public void allReduce(double[] data, ReduceOp op) {
+        allReduce(MemorySegment.ofArray(data), data.length, DataType.FLOAT64, op);
+    }
+
+    /** In-place all-reduce of an int array (copied to native memory and back). */
+    public void allReduce(int[] data, ReduceOp op) {
+        allReduce(MemorySegment.ofArray(data), data.length, DataType.INT32, op);
+    }
+
+    /** In-place all-reduce of a long array (copied to native memory and back). */
+    public void allReduce(long[] data, ReduceOp op) {
+        allReduce(MemorySegment.ofArray(data), data.length, DataType.INT64, op);
+    }
+
+    private void doAllReduce(Algorithm a, MemorySegment send, MemorySegment recv, long count, DataType type,
+                             ReduceOp op) {
+        long bytes = count * type.sizeBytes();
+        if (size == 1 || count == 0) {
+            if (!same(send, recv)) {
+                MemorySegment.copy(send, 0, recv, 0, bytes);
+            }
+            return;
+        }
+        if (a == Algorithm.DIRECT) {
+            engine.directAllReduce(sig, send, recv, count, type, op);
+            return;
+        }
+        MemorySegment work = recv.isNative() ? recv : bounce(0, bytes);
+        if (!same(send, work)) {
+            MemorySegment.copy(send, 0, work, 0, bytes);
+        }
+        switch (a) {
+            case TREE -> {
+                engine.treeReduce(sig, work, count, type, op, 0);
+                engine.treeBroadcast(sig, work, bytes, 0);
+            }
+            case RHD -> engine.rhdAllReduce(sig, work, count, type, op);
+            default -> engine.ringAllReduce(sig, work, count, type, op);
+        }
+        if (work != recv) {
+            MemorySegment.copy(work, 0, recv, 0, bytes);
+        }
+    }
+
+    // ============================================================================================ broadcast / reduce
+
+    /** Broadcast {@code count} elements of root's {@code send} into every rank's {@code recv}. */
+    public void broadcast(MemorySegment send, MemorySegment recv, long count, DataType type, int root) {
+        long bytes = count * type.sizeBytes();
+        checkRoot(root);
+        if (rank == root) {
+            checkSize(send, bytes, "send");
+        }
+        checkSize(recv, bytes, "recv");
+        execute(Collective.BROADCAST, count, type, null, root, bytes, a -> doBroadcast(a, send, recv, bytes, root));
+    }
+
+    /** In-place broadcast. */
+    public void broadcast(MemorySegment buffer, long count, DataType type, int root) {
+        broadcast(buffer, buffer, count, type, root);
+    }
+
+    /** Asynchronous broadcast. */
+    public CompletableFuture<Void> broadcastAsync(MemorySegment send, MemorySegment recv, long count, DataType type,
+                                                  int root) {
+        long bytes = count * type.sizeBytes();
+        checkRoot(root);
+        checkSize(recv, bytes, "recv");
+        return async(Collective.BROADCAST, count, type, null, root, bytes,
+            a -> doBroadcast(a, send, recv, bytes, root));
+    }
+
+    /** In-place broadcast of a float array. */
+    public void broadcast(float[] data, int root) {
+        broadcast(MemorySegment.ofArray(data), data.length, DataType.FLOAT32, root);
+    }
+
+    private void doBroadcast(Algorithm a, MemorySegment send, MemorySegment recv, long bytes, int root) {
+        if (size == 1 || bytes == 0) {
+            if (!same(send, recv) && bytes > 0) {
+                MemorySegment.copy(send, 0, recv, 0, bytes);
+            }
+            return;
+        }
+        if (a == Algorithm.DIRECT) {
+            engine.directBroadcast(sig, send, recv, bytes, root);
+            return;
+        }
+        MemorySegment work = recv.isNative() ? recv : bounce(0, bytes);
+        if (rank == root && !same(send, work)) {
+            MemorySegment.copy(send, 0, work, 0, bytes);
+        }
+        if (a == Algorithm.RING) {
+            engine.ringBroadcast(sig, work, bytes, root);
+        } else {
+            engine.treeBroadcast(sig, work, bytes, root);
+        }
+        if (work != recv) {
+            MemorySegment.copy(work, 0, recv, 0, bytes);
+        }
+    }
+
+    /** Reduce every rank's {@code send} into root's {@code recv} (recv is ignored on other ranks and may be null). */
+    public void reduce(MemorySegment send, MemorySegment recv, long count, DataType type, ReduceOp op, int root) {
+        long bytes = count * type.sizeBytes();
+        checkRoot(root);
+        checkSize(send, bytes, "send");
+        if (rank == root) {
+            checkSize(recv, bytes, "recv");
+        }
+        execute(Collective.REDUCE, count, type, op, root, bytes, a -> doReduce(a, send, recv, count, type, op, root));
+    }
+
+    /** Asynchronous reduce. */
+    public CompletableFuture<Void> reduceAsync(MemorySegment send, MemorySegment recv, long count, DataType type,
+                                               ReduceOp op, int root) {
+        long bytes = count * type.sizeBytes();
+        checkRoot(root);
+        checkSize(send, bytes, "send");
+        return async(Collective.REDUCE, count, type, op, root, bytes,
+            a -> doReduce(a, send, recv, count, type, op, root));
+    }
+
+    private void doReduce(Algorithm a, MemorySegment send, MemorySegment recv, long count, DataType type, ReduceOp op,
+                          int root) {
+        long bytes = count * type.sizeBytes();
+        if (size == 1 || count == 0) {
+            if (rank == root && !same(send, recv) && bytes > 0) {
+                MemorySegment.copy(send, 0, recv, 0, bytes);
+            }
+            return;
+        }
+        if (a == Algorithm.DIRECT) {
+            engine.directReduce(sig, send, recv, count, type, op, root);
+            return;
+        }
+        MemorySegment work = rank == root && recv.isNative() ? recv : bounce(0, bytes);
+        if (!same(send, work)) {
+            MemorySegment.copy(send, 0, work, 0, bytes);
+        }
+        engine.treeReduce(sig, work, count, type, op, root);
+        if (rank == root && work != recv) {
+            MemorySegment.copy(work, 0, recv, 0, bytes);
+        }
+    }
+
+    // ============================================================================================ gather family
+
+    /** All-gather: every rank contributes {@code sendCount} elements; {@code recv} holds size × sendCount in rank order. */
+    public void allGather(MemorySegment send, MemorySegment recv, long sendCount, DataType type) {
+        long block = sendCount * type.sizeBytes();
+        checkSize(send, block, "send");
+        checkSize(recv, block * size, "recv");
+        execute(Collective.ALL_GATHER, sendCount, type, null, -1, block * size, a -> doAllGather(a, send, recv, block));
+    }
+
+    /** Asynchronous all-gather. */
+    public CompletableFuture<Void> allGatherAsync(MemorySegment send, MemorySegment recv, long sendCount,
+                                                  DataType type) {
+        long block = sendCount * type.sizeBytes();
+        checkSize(send, block, "send");
+        checkSize(recv, block * size, "recv");
+        return async(Collective.ALL_GATHER, sendCount, type, null, -1, block * size,
+            a -> doAllGather(a, send, recv, block));
+    }
+
+    private void doAllGather(Algorithm a, MemorySegment send, MemorySegment recv, long block) {
+        if (block == 0) {
+            return;
+        }
+        if (size == 1) {
+            if (!same(send, recv)) {
+                MemorySegment.copy(send, 0, recv, 0, block);
+            }
+            return;
+        }
+        if (a == Algorithm.DIRECT) {
+            engine.directAllGather(sig, send, recv, block);
+            return;
+        }
+        MemorySegment work = recv.isNative() ? recv : bounce(0, block * size);
+        if (!(send.isNative() && work.isNative() && send.address() == work.address() + rank * block)) {
+            MemorySegment.copy(send, 0, work, rank * block, block);
+        }
+        engine.ringAllGather(sig, work, block);
+        if (work != recv) {
+            MemorySegment.copy(work, 0, recv, 0, block * size);
+        }
+    }
+
+    /** Reduce-scatter: {@code send} holds size × recvCount elements; rank r receives the reduction of block r. */
+    public void reduceScatter(MemorySegment send, MemorySegment recv, long recvCount, DataType type, ReduceOp op) {
+        long block = recvCount * type.sizeBytes();
+        checkSize(send, block * size, "send");
+        checkSize(recv, block, "recv");
+        execute(Collective.REDUCE_SCATTER, recvCount, type, op, -1, block * size,
+            a -> doReduceScatter(a, send, recv, recvCount, type, op));
+    }
+
+    /** Asynchronous reduce-scatter. */
+    public CompletableFuture<Void> reduceScatterAsync(MemorySegment send, MemorySegment recv, long recvCount,
+                                                      DataType type, ReduceOp op) {
+        long block = recvCount * type.sizeBytes();
+        checkSize(send, block * size, "send");
+        checkSize(recv, block, "recv");
+        return async(Collective.REDUCE_SCATTER, recvCount, type, op, -1, block * size,
+            a -> doReduceScatter(a, send, recv, recvCount, type, op));
+    }
+
+    private void doReduceScatter(Algorithm a, MemorySegment send, MemorySegment recv, long recvCount, DataType type,
+                                 ReduceOp op) {
+        long block = recvCount * type.sizeBytes();
+        if (recvCount == 0) {
+            return;
+        }
+        if (size == 1) {
+            if (!same(send, recv)) {
+                MemorySegment.copy(send, 0, recv, 0, block);
+            }
+            return;
+        }
+        if (a == Algorithm.DIRECT) {
+            engine.directReduceScatter(sig, send, recv, recvCount, type, op);
+            return;
+        }
+        MemorySegment work = bounce(1, block * size);
+        MemorySegment.copy(send, 0, work, 0, block * size);
+        engine.ringReduceScatter(sig, work, recvCount, type, op);
+        MemorySegment.copy(work, rank * block, recv, 0, block);
+    }
+
+    /** All-to-all: block j (count elements) of {@code send} goes to rank j; block j of {@code recv} comes from j. */
+    public void allToAll(MemorySegment send, MemorySegment recv, long count, DataType type) {
+        long block = count * type.sizeBytes();
+        checkSize(send, block * size, "send");
+        checkSize(recv, block * size, "recv");
+        execute(Collective.ALL_TO_ALL, count, type, null, -1, block * size, a -> doAllToAll(a, send, recv, block));
+    }
+
+    /** Asynchronous all-to-all. */
+    public CompletableFuture<Void> allToAllAsync(MemorySegment send, MemorySegment recv, long count, DataType type) {
+        long block = count * type.sizeBytes();
+        checkSize(send, block * size, "send");
+        checkSize(recv, block * size, "recv");
+        return async(Collective.ALL_TO_ALL, count, type, null, -1, block * size,
+            a -> doAllToAll(a, send, recv, block));
+    }
+
+    private void doAllToAll(Algorithm a, MemorySegment send, MemorySegment recv, long block) {
+        if (block == 0) {
+            return;
+        }
+        if (size == 1) {
+            if (!same(send, recv)) {
+                MemorySegment.copy(send, 0, recv, 0, block);
+            }
+            return;
+        }
+        if (a == Algorithm.DIRECT) {
+            engine.directAllToAll(sig, send, recv, block);
+            return;
+        }
+        MemorySegment in = same(send, recv) || !send.isNative() ? bounce(1, block * size) : send;
+        if (in != send) {
+            MemorySegment.copy(send, 0, in, 0, block * size);
+        }
+        engine.pairwiseAllToAll(sig, in, recv, block);
+    }
+
+    /** Gather: every rank's {@code count} elements into root's {@code recv} (size × count, rank order). */
+    public void gather(MemorySegment send, MemorySegment recv, long count, DataType type, int root) {
+        long block = count * type.sizeBytes();
+        checkRoot(root);
+        checkSize(send, block, "send");
+        if (rank == root) {
+            checkSize(recv, block * size, "recv");
+        }
+        execute(Collective.GATHER, count, type, null, root, block * size, a -> doGather(send, recv, block, root));
+    }
+
+    /** Asynchronous gather. */
+    public CompletableFuture<Void> gatherAsync(MemorySegment send, MemorySegment recv, long count, DataType type,
+                                               int root) {
+        long block = count * type.sizeBytes();
+        checkRoot(root);
+        return async(Collective.GATHER, count, type, null, root, block * size, a -> doGather(send, recv, block, root));
+    }
+
+    private void doGather(MemorySegment send, MemorySegment recv, long block, int root) {
+        if (block == 0) {
+            return;
+        }
+        if (size == 1) {
+            MemorySegment.copy(send, 0, recv, 0, block);
+            return;
+        }
+        MemorySegment in = nativeOf(send, block, 1, true);
+        if (rank == root && same(in, recv.asSlice(root * block, Math.min(block, recv.byteSize() - root * block)))) {
+            in = bounce(1, block);
+            MemorySegment.copy(send, 0, in, 0, block);
+        }
+        engine.linearGather(sig, in, recv, block, root);
+    }
+
+    /** Scatter: block j (count elements) of root's {@code send} goes to rank j's {@code recv}. */
+    public void scatter(MemorySegment send, MemorySegment recv, long count, DataType type, int root) {
+        long block = count * type.sizeBytes();
+        checkRoot(root);
+        if (rank == root) {
+            checkSize(send, block * size, "send");
+        }
+        checkSize(recv, block, "recv");
+        execute(Collective.SCATTER, count, type, null, root, block * size, a -> doScatter(send, recv, block, root));
+    }
+
+    /** Asynchronous scatter. */
+    public CompletableFuture<Void> scatterAsync(MemorySegment send, MemorySegment recv, long count, DataType type,
+                                                int root) {
+        long block = count * type.sizeBytes();
+        checkRoot(root);
+        return async(Collective.SCATTER, count, type, null, root, block * size, a -> doScatter(send, recv, block, root));
+    }
+
+    private void doScatter(MemorySegment send, MemorySegment recv, long block, int root) {
+        if (block == 0) {
+            return;
+        }
+        if (size == 1) {
+            MemorySegment.copy(send, 0, recv, 0, block);
+            return;
+        }
+        MemorySegment in = rank == root ? nativeOf(send, block * size, 1, true) : MemorySegment.NULL;
+        engine.linearScatter(sig, in, recv, block, root);
+    }
+
+    /** Blocks until every rank has called barrier. */
+    public void barrier() {
+        execute(Collective.BARRIER, 0, null, null, -1, 0, this::doBarrier);
+    }
+
+    /** Asynchronous barrier. */
+    public CompletableFuture<Void> barrierAsync() {
+        return async(Collective.BARRIER, 0, null, null, -1, 0, this::doBarrier);
+    }
+
+    private void doBarrier(Algorithm a) {
+        if (size == 1) {
+            return;
+        }
+        if (a == Algorithm.DIRECT) {
+            engine.directBarrier(sig, true);
+        } else {
+            engine.disseminationBarrier(sig);
+        }
+    }
+
+    private void checkRoot(int root) {
+        if (root < 0 || root >= size) {
+            throw new IllegalArgumentException("root " + root + " outside 0.." + (size - 1));
+        }
+    }
+
+    // ============================================================================================ point-to-point
+
+    /**
+     * Starts a group: {@link #send} and {@link #recv} calls until {@link #groupEnd()} are queued and then run
+     * together (so a rank can send to and receive from several peers without deadlock), as ncclGroupStart/End.
+     */
+    public void groupStart() {
+        if (group != null) {
+            throw new IllegalStateException("groupStart() while a group is open");
+        }
+        group = new ArrayList<>();
+    }
+
+    /** Runs the queued sends and receives; returns when all are complete. */
+    public void groupEnd() {
+        if (group == null) {
+            throw new IllegalStateException("groupEnd() without groupStart()");
+        }
+        List<PendingP2p> ops = group;
+        group = null;
+        if (ops.isEmpty()) {
+            return;
+        }
+        long bytes = 0;
+        for (PendingP2p p : ops) {
+            bytes += p.count() * p.type().sizeBytes();
+        }
+        execute(Collective.SEND_RECV, ops.size(), null, null, -1, bytes, a -> doP2p(ops));
+    }
+
+    /** Sends {@code count} elements to {@code peer} (matched by the peer's {@link #recv}, in call order). */
+    public void send(MemorySegment buffer, long count, DataType type, int peer) {
+        p2p(new PendingP2p(true, buffer, count, type, peer));
+    }
+
+    /** Receives {@code count} elements from {@code peer}. */
+    public void recv(MemorySegment buffer, long count, DataType type, int peer) {
+        p2p(new PendingP2p(false, buffer, count, type, peer));
+    }
+
+    private void p2p(PendingP2p op) {
+        if (op.peer() < 0 || op.peer() >= size || op.peer() == rank) {
+            throw new IllegalArgumentException("peer " + op.peer() + " is not another rank of 0.." + (size - 1));
+        }
+        checkSize(op.buf(), op.count() * op.type().sizeBytes(), op.send() ? "send" : "recv");
+        if (group != null) {
+            group.add(op);
+            return;
+        }
+        execute(Collective.SEND_RECV, op.count(), op.type(), null, op.peer(), op.count() * op.type().sizeBytes(),
+            a -> doP2p(List.of(op)));
+    }
+
+    private void doP2p(List<PendingP2p> ops) {
+        Signature[] sigs = new Signature[ops.size()];
+        int i = 0;
+        for (PendingP2p op : ops) {
+            Peer p = transport.peers[op.peer()];
+            long seq = op.send() ? ++p.p2pSendSeq : ++p.p2pRecvSeq;
+            Signature s = new Signature().set(seq, Collective.SEND_RECV, op.count(), op.type(), null, -1);
+            sigs[i++] = s;
+            long bytes = op.count() * op.type().sizeBytes();
+            if (op.send()) {
+                engine.sendX(p, s, nativeOf(op.buf(), bytes, 1, true), 0, bytes);
+            } else {
+                engine.recvX(p, s, op.buf(), 0, bytes, null, null);
+            }
+            if (!op.buf().isNative() && op.send() && ops.size() > 1) {
+                // one bounce slot: run now so the next heap send can reuse it
+                engine.run();
+            }
+        }
+        engine.run();
+    }
+
+    // ============================================================================================ windows
+
+    /**
+     * Collectively registers a window of {@code bytes} on every rank (NCCL's ncclCommWindowRegister): peers can
+     * then {@link Window#putSignal} into it and the owner {@link Window#waitSignal}s.
+     */
+    public Window window(long bytes) {
+        int[] id = new int[1];
+        Window[] result = new Window[1];
+        execute(Collective.WINDOW, bytes, null, null, -1, 0, a -> {
+            id[0] = windowSeq++;
+            result[0] = new Window(this, id[0], bytes);
+        });
+        return result[0];
+    }
+
+    Transport transport() {
+        return transport;
+    }
+
+    Engine engine() {
+        return engine;
+    }
+
+    Store store() {
+        return store;
+    }
+
+    /** Runs a window operation in issue order with the op deadline. */
+    void windowOp(long count, int peer, Runnable body) {
+        execute(Collective.WINDOW, count, null, null, peer, count, a -> body.run());
+    }
+
+    // ============================================================================================ split
+
+    /**
+     * Splits into sub-communicators: ranks with the same {@code color} form one, ordered by {@code key} then by
+     * rank; {@link #UNDEFINED} returns null. Collective over this communicator.
+     */
+    public Communicator split(int color, int key) {
+        checkUsable();
+        int n = ++splitSeq;
+        String prefix = "split" + n;
+        long deadline = System.nanoTime() + options.timeoutNs();
+        store.setString(prefix + "/" + rank, color + " " + key, remaining(deadline));
+        List<int[]> members = new ArrayList<>();
+        for (int j = 0; j < size; j++) {
+            String[] f = store.getString(prefix + "/" + j, remaining(deadline)).split(" ");
+            int c = Integer.parseInt(f[0]);
+            if (c == color && color != UNDEFINED) {
+                members.add(new int[] {Integer.parseInt(f[1]), j});
+            }
+        }
+        barrier();
+        if (color == UNDEFINED) {
+            return null;
+        }
+        members.sort((x, y) -> x[0] != y[0] ? Integer.compare(x[0], y[0]) : Integer.compare(x[1], y[1]));
+        int newRank = -1;
+        for (int i = 0; i < members.size(); i++) {
+            if (members.get(i)[1] == rank) {
+                newRank = i;
+            }
+        }
+        CommunicatorOptions o = options.withName(options.name() + "." + prefix + ".c" + color);
+        return create(((PrefixStore) store).inner(), null, newRank, members.size(), o);
+    }
+
+    // ============================================================================================ abort / close
+
+    /**
+     * Aborts from any thread: pending and later operations fail with {@link CollectiveException.Aborted} promptly,
+     * peers see this rank's links fail. Idempotent; resources are released by {@link #close()}.
+     */
+    public void abort() {
+        abort("abort() called");
+    }
+
+    /** {@link #abort()} with a reason that waiters and peers report. */
+    public void abort(String reason) {
+        if (aborted) {
+            return;
+        }
+        abortReason = reason;
+        aborted = true;
+        CollectiveException e = new CollectiveException.Aborted("rank " + rank + " aborted: " + reason, null);
+        synchronized (this) {
+            if (failure == null) {
+                failure = e;
+            }
+        }
+        if (transport != null) {
+            transport.abortLinks();
+        }
+        try {
+            Thread.ofVirtual().start(() -> {
+                try {
+                    store.setString("error/" + rank, "aborted: " + reason, TimeUnit.SECONDS.toNanos(2));
+                } catch (RuntimeException ignored) {
+                    // best effort
+                }
+            });
+        } catch (RuntimeException ignored) {
+            // best effort
+        }
+        dumpRecorder(e);
+    }
+
+    /** Whether the communicator was aborted or failed. */
+    public boolean isFailed() {
+        return aborted || failure != null;
+    }
+
+    /**
+     * Releases queue pairs, memory and (for {@link #fromEnvironment()}) the store. Waits for queued operations;
+     * call {@link #abort()} first to give up on them.
+     */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        long ticket;
+        synchronized (turn) {
+            ticket = nextTicket++;
+        }
+        awaitTurn(ticket);
+        if (transport != null && transport.direct && failure == null && !aborted) {
+            // Peers may still be reading this rank's staging buffer (the last direct op's gather phase): meet
+            // them once more before the memory goes away. Short deadline: a peer that never closes costs 5 s.
+            try {
+                sig.set(opSeq + 1, Collective.BARRIER, 0, null, null, -2);
+                engine.deadlineNs = System.nanoTime() + Math.min(options.timeoutNs(), TimeUnit.SECONDS.toNanos(5));
+                engine.directBarrier(sig, false);
+            } catch (RuntimeException e) {
+                log.info(rank, Log.Subsys.INIT, "close: peers did not all reach the closing barrier (" + e.getMessage()
+                    + ")");
+            }
+        }
+        closed = true;
+        synchronized (turn) {
+            served++;
+            turn.notifyAll();
+        }
+        if (executor != null) {
+            executor.shutdown();
+        }
+        closeResources();
+    }
+
+    private void closeResources() {
+        for (RegistrationCache c : caches.values()) {
+            Transport.closeQuietly(c);
+        }
+        synchronized (allocated) {
+            for (MemoryRegion r : allocated) {
+                Transport.closeQuietly(r);
+            }
+            allocated.clear();
+        }
+        if (transport != null) {
+            transport.close();
+        }
+        try {
+            bounceArena.close();
+        } catch (RuntimeException ignored) {
+            // in use by a failed async op
+        }
+        if (ownedStore != null) {
+            ownedStore.close();
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "Communicator{" + options.name() + ", rank " + rank + "/" + size + "}";
+    }
+}

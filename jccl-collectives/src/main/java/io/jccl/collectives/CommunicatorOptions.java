@@ -1,0 +1,286 @@
+package io.jccl.collectives;
+
+import io.jccl.verbs.spi.Config;
+
+import java.time.Duration;
+import java.util.Locale;
+
+/**
+ * Settings of a communicator. {@link #fromEnvironment()} reads the JCCL_* variables (or {@code jccl.*} system
+ * properties); the {@code with*} methods return modified copies.
+ *
+ * <table>
+ * <caption>Environment</caption>
+ * <tr><td>JCCL_TIMEOUT</td><td>deadline of every blocking wait: seconds, or with a unit (500ms, 30s, 10m, 1h);
+ * default 10m</td></tr>
+ * <tr><td>JCCL_TRANSPORT</td><td>comma list of devices or providers to use, in preference order (shm0,tcp0)</td></tr>
+ * <tr><td>JCCL_SHM_DISABLE</td><td>1: never use shared memory</td></tr>
+ * <tr><td>JCCL_DIRECT_DISABLE</td><td>1: no direct (mapped) algorithms</td></tr>
+ * <tr><td>JCCL_CHUNK_BYTES / JCCL_SLOTS</td><td>ring chunk size (default 128 KiB) and slots per peer (4)</td></tr>
+ * <tr><td>JCCL_DIRECT_BYTES</td><td>direct staging size per round (default 1 MiB, twice that allocated)</td></tr>
+ * <tr><td>JCCL_ALGO</td><td>algorithm filter, NCCL syntax (allreduce:ring;broadcast:^tree)</td></tr>
+ * <tr><td>JCCL_JOB_ID</td><td>job identity every rank must present (default from the launcher, else "default")</td></tr>
+ * <tr><td>JCCL_AUTH_SECRET</td><td>shared secret: ranks prove knowledge with an HMAC when joining</td></tr>
+ * <tr><td>JCCL_FLIGHT_RECORDER</td><td>operations kept by the flight recorder (default 256)</td></tr>
+ * <tr><td>JCCL_HOST_ID</td><td>overrides the host identity (boot id + host name); tests use it to fake hosts</td></tr>
+ * </table>
+ */
+public final class CommunicatorOptions {
+    private long timeoutNs = Duration.ofMinutes(10).toNanos();
+    private String transports = "";
+    private boolean shmDisabled;
+    private boolean directDisabled;
+    private int chunkBytes = 128 * 1024;
+    private int slots = 4;
+    private long directBytes = 1 << 20;
+    private String algorithms = "";
+    private String jobId = "default";
+    private String authSecret;
+    private int flightRecorderCapacity = 256;
+    private String hostId;
+    private String name = "world";
+
+    /** Defaults, ignoring the environment. */
+    public static CommunicatorOptions defaults() {
+        return new CommunicatorOptions();
+    }
+
+    /** Defaults overridden by JCCL_* environment variables and jccl.* system properties. */
+    public static CommunicatorOptions fromEnvironment() {
+        CommunicatorOptions o = new CommunicatorOptions();
+        String timeout = Config.value("JCCL_TIMEOUT");
+        if (timeout != null && !timeout.isBlank()) {
+            o.timeoutNs = parseDurationNs(timeout, "JCCL_TIMEOUT");
+        }
+        o.transports = Config.value("JCCL_TRANSPORT", "");
+        o.shmDisabled = Config.value("JCCL_SHM_DISABLE", "0").equals("1");
+        o.directDisabled = Config.value("JCCL_DIRECT_DISABLE", "0").equals("1");
+        o.chunkBytes = (int) Config.longValue("JCCL_CHUNK_BYTES", o.chunkBytes);
+        o.slots = (int) Config.longValue("JCCL_SLOTS", o.slots);
+        o.directBytes = Config.longValue("JCCL_DIRECT_BYTES", o.directBytes);
+        o.algorithms = Config.value("JCCL_ALGO", "");
+        String job = Config.value("JCCL_JOB_ID");
+        if (job == null || job.isBlank()) {
+            for (String v : new String[] {"TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid"}) {
+                String s = System.getenv(v);
+                if (s != null && !s.isBlank()) {
+                    job = s;
+                    break;
+                }
+            }
+        }
+        o.jobId = job == null || job.isBlank() ? "default" : job.trim();
+        o.authSecret = Config.value("JCCL_AUTH_SECRET");
+        o.flightRecorderCapacity = (int) Config.longValue("JCCL_FLIGHT_RECORDER", 256);
+        o.hostId = Config.value("JCCL_HOST_ID");
+        o.validate();
+        return o;
+    }
+
+    /** Parses {@code 30}, {@code 30s}, {@code 500ms}, {@code 10m}, {@code 1h} into nanoseconds. */
+    public static long parseDurationNs(String text, String what) {
+        String t = text.trim().toLowerCase(Locale.ROOT);
+        try {
+            if (t.endsWith("ms")) {
+                return Duration.ofMillis(Long.parseLong(t.substring(0, t.length() - 2).trim())).toNanos();
+            }
+            if (t.endsWith("s")) {
+                return Duration.ofSeconds(Long.parseLong(t.substring(0, t.length() - 1).trim())).toNanos();
+            }
+            if (t.endsWith("m")) {
+                return Duration.ofMinutes(Long.parseLong(t.substring(0, t.length() - 1).trim())).toNanos();
+            }
+            if (t.endsWith("h")) {
+                return Duration.ofHours(Long.parseLong(t.substring(0, t.length() - 1).trim())).toNanos();
+            }
+            return Duration.ofSeconds(Long.parseLong(t)).toNanos();
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(what + "=" + text + " is not a duration (examples: 30, 30s, 500ms, "
+                + "10m)", e);
+        }
+    }
+
+    private CommunicatorOptions copy() {
+        CommunicatorOptions o = new CommunicatorOptions();
+        o.timeoutNs = timeoutNs;
+        o.transports = transports;
+        o.shmDisabled = shmDisabled;
+        o.directDisabled = directDisabled;
+        o.chunkBytes = chunkBytes;
+        o.slots = slots;
+        o.directBytes = directBytes;
+        o.algorithms = algorithms;
+        o.jobId = jobId;
+        o.authSecret = authSecret;
+        o.flightRecorderCapacity = flightRecorderCapacity;
+        o.hostId = hostId;
+        o.name = name;
+        return o;
+    }
+
+    private CommunicatorOptions validate() {
+        if (chunkBytes < 64 || chunkBytes % 64 != 0) {
+            throw new IllegalArgumentException("chunk size " + chunkBytes + " must be a positive multiple of 64");
+        }
+        if (slots < 1 || slots > 64) {
+            throw new IllegalArgumentException("slots per peer " + slots + " outside 1..64");
+        }
+        if (directBytes < 4096 || directBytes % 64 != 0) {
+            throw new IllegalArgumentException("direct staging " + directBytes + " must be >= 4096, multiple of 64");
+        }
+        if (timeoutNs <= 0) {
+            throw new IllegalArgumentException("timeout must be positive");
+        }
+        return this;
+    }
+
+    /** Deadline of every blocking wait, ns. */
+    public long timeoutNs() {
+        return timeoutNs;
+    }
+
+    /** A copy with another timeout. */
+    public CommunicatorOptions withTimeout(Duration timeout) {
+        CommunicatorOptions o = copy();
+        o.timeoutNs = timeout.toNanos();
+        return o.validate();
+    }
+
+    /** Preferred devices/providers (comma list; empty: shm0 for same-host peers, tcp0 otherwise). */
+    public String transports() {
+        return transports;
+    }
+
+    /** A copy restricted to {@code list} (for example {@code tcp0}). */
+    public CommunicatorOptions withTransports(String list) {
+        CommunicatorOptions o = copy();
+        o.transports = list == null ? "" : list;
+        return o;
+    }
+
+    /** Whether shared memory is disabled. */
+    public boolean shmDisabled() {
+        return shmDisabled;
+    }
+
+    /** A copy with shared memory disabled or not. */
+    public CommunicatorOptions withShmDisabled(boolean disabled) {
+        CommunicatorOptions o = copy();
+        o.shmDisabled = disabled;
+        return o;
+    }
+
+    /** Whether direct algorithms are disabled. */
+    public boolean directDisabled() {
+        return directDisabled;
+    }
+
+    /** A copy with direct algorithms disabled or not. */
+    public CommunicatorOptions withDirectDisabled(boolean disabled) {
+        CommunicatorOptions o = copy();
+        o.directDisabled = disabled;
+        return o;
+    }
+
+    /** Ring chunk bytes. */
+    public int chunkBytes() {
+        return chunkBytes;
+    }
+
+    /** Inbox slots per peer. */
+    public int slots() {
+        return slots;
+    }
+
+    /** A copy with other chunk size and slot count. */
+    public CommunicatorOptions withChunking(int chunkBytes, int slots) {
+        CommunicatorOptions o = copy();
+        o.chunkBytes = chunkBytes;
+        o.slots = slots;
+        return o.validate();
+    }
+
+    /** Direct staging bytes per round. */
+    public long directBytes() {
+        return directBytes;
+    }
+
+    /** A copy with another direct staging size. */
+    public CommunicatorOptions withDirectBytes(long bytes) {
+        CommunicatorOptions o = copy();
+        o.directBytes = bytes;
+        return o.validate();
+    }
+
+    /** JCCL_ALGO-style algorithm filter. */
+    public String algorithms() {
+        return algorithms;
+    }
+
+    /** A copy with another algorithm filter (NCCL syntax). */
+    public CommunicatorOptions withAlgorithms(String spec) {
+        CommunicatorOptions o = copy();
+        o.algorithms = spec == null ? "" : spec;
+        io.jccl.collectives.tuning.AlgorithmFilter.parse(o.algorithms);
+        return o;
+    }
+
+    /** Job identity. */
+    public String jobId() {
+        return jobId;
+    }
+
+    /** A copy with another job id. */
+    public CommunicatorOptions withJobId(String id) {
+        CommunicatorOptions o = copy();
+        o.jobId = id;
+        return o;
+    }
+
+    /** Shared secret, or null. */
+    public String authSecret() {
+        return authSecret;
+    }
+
+    /** A copy with another secret (null: none). */
+    public CommunicatorOptions withAuthSecret(String secret) {
+        CommunicatorOptions o = copy();
+        o.authSecret = secret;
+        return o;
+    }
+
+    /** Flight recorder capacity. */
+    public int flightRecorderCapacity() {
+        return flightRecorderCapacity;
+    }
+
+    /** Host identity override, or null (boot id + host name). */
+    public String hostId() {
+        return hostId;
+    }
+
+    /** A copy with a host identity override (tests fake several hosts in one process with it). */
+    public CommunicatorOptions withHostId(String id) {
+        CommunicatorOptions o = copy();
+        o.hostId = id;
+        return o;
+    }
+
+    /** Communicator name (store namespace); "world" by default. */
+    public String name() {
+        return name;
+    }
+
+    /** A copy with another name: communicators sharing a store need distinct names. */
+    public CommunicatorOptions withName(String name) {
+        CommunicatorOptions o = copy();
+        o.name = name;
+        return o;
+    }
+
+    /** The settings every rank must share (compared at join). */
+    String fingerprint() {
+        return "chunk=" + chunkBytes + ",slots=" + slots + ",direct=" + directBytes + ",directOff=" + directDisabled
+            + ",algo=" + algorithms + ",shmOff=" + shmDisabled + ",transport=" + transports;
+    }
+}

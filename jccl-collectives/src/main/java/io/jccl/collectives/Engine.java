@@ -1,0 +1,712 @@
+package io.jccl.collectives;
+
+import io.jccl.collectives.kernel.Kernels;
+import io.jccl.collectives.kernel.ReduceKernels;
+import io.jccl.verbs.MemoryRegion;
+import io.jccl.verbs.spi.IdleStrategy;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.VarHandle;
+
+/**
+ * The algorithms and the exchange loop. One engine per communicator; only the thread executing the current
+ * operation uses it. Every wait checks, while idle: the abort flag, the operation's deadline and (every ~100 ms)
+ * the peers' health.
+ */
+final class Engine {
+    private static final VarHandle LONG = ValueLayout.JAVA_LONG.varHandle();
+    private static final long HEALTH_INTERVAL_NS = 100_000_000L;
+
+    final Communicator comm;
+    final Transport t;
+    final int rank;
+    final int size;
+    final ReduceKernels kernels = Kernels.get();
+    private final Xfer[] xfers;
+    private final IdleStrategy idle = new IdleStrategy();
+    private final MemorySegment[] sources;
+    private final long[] sourceOffsets;
+    long deadlineNs;
+    long directEpoch;
+    long directRound;
+    private long nextHealthNs;
+    /** What the current wait is waiting for (for timeout messages). */
+    private String waitingFor = "";
+
+    Engine(Communicator comm, Transport t) {
+        this.comm = comm;
+        this.t = t;
+        this.rank = comm.rank();
+        this.size = comm.size();
+        xfers = new Xfer[4 * size + 8];
+        for (int i = 0; i < xfers.length; i++) {
+            xfers[i] = new Xfer();
+        }
+        sources = new MemorySegment[size];
+        sourceOffsets = new long[size];
+    }
+
+    // ------------------------------------------------------------------------------------------------ waiting
+
+    /** Called in every idle iteration of a wait: abort, deadline, health. */
+    void idle(int work, Peer focus) {
+        if (work > 0) {
+            idle.reset();
+            return;
+        }
+        comm.checkNotAborted();
+        long now = System.nanoTime();
+        if (now - deadlineNs > 0) {
+            throw comm.timeout("waiting for " + waitingFor);
+        }
+        if (now - nextHealthNs > 0) {
+            nextHealthNs = now + HEALTH_INTERVAL_NS;
+            if (focus != null) {
+                t.checkPeer(focus);
+            } else {
+                // Only peers this exchange still needs: a peer that delivered everything may have closed already.
+                for (int i = 0; i < active; i++) {
+                    Xfer x = xfers[i];
+                    if (!x.finished || (x.send && x.peer.sendsOutstanding > 0)) {
+                        t.checkPeer(x.peer);
+                    }
+                }
+            }
+        }
+        idle.idle();
+    }
+
+    void beginWait() {
+        idle.reset();
+        nextHealthNs = System.nanoTime() + HEALTH_INTERVAL_NS;
+    }
+
+    // ------------------------------------------------------------------------------------------------ exchange
+
+    private int nx;
+    private int active;
+
+    private Xfer add() {
+        return xfers[nx++].reset();
+    }
+
+    Xfer sendX(Peer p, Signature sig, MemorySegment seg, long off, long len) {
+        Xfer x = add();
+        x.peer = p;
+        x.send = true;
+        x.seg = seg;
+        x.off = off;
+        x.len = len;
+        x.sig = sig;
+        MemoryRegion r = comm.regionFor(p.device, seg);
+        x.region = r;
+        x.regionOff = comm.lastRegionOffset(p.device) + off;
+        return x;
+    }
+
+    Xfer recvX(Peer p, Signature sig, MemorySegment seg, long off, long len, DataType reduceType, ReduceOp op) {
+        Xfer x = add();
+        x.peer = p;
+        x.send = false;
+        x.seg = seg;
+        x.off = off;
+        x.len = len;
+        x.sig = sig;
+        x.reduce = reduceType != null;
+        x.type = reduceType;
+        x.op = op;
+        return x;
+    }
+
+    /** Runs the transfers added since the last run until all are done and their sends completed. */
+    void run() {
+        int n = nx;
+        active = n;
+        beginWait();
+        try {
+            while (true) {
+                int work = t.poll();
+                boolean allDone = true;
+                for (int i = 0; i < n; i++) {
+                    Xfer x = xfers[i];
+                    if (x.finished || blocked(i)) {
+                        if (!x.finished) {
+                            allDone = false;
+                        }
+                        continue;
+                    }
+                    work += x.send ? pumpSend(x) : pumpReceive(x);
+                    if (!x.finished) {
+                        allDone = false;
+                    }
+                }
+                boolean sendsPending = false;
+                for (int i = 0; i < n; i++) {
+                    Xfer x = xfers[i];
+                    Peer p = x.peer;
+                    // Credits go back only while more chunks from that peer are expected in this exchange: a peer
+                    // that sent everything may already have finished (and closed), and it gets the deferred
+                    // credits with the first chunk this rank expects from it later.
+                    if (!x.send && !x.finished && p.pendingCredits > 0) {
+                        t.flushCredits(p);
+                    }
+                    if (p.sendsOutstanding > 0) {
+                        sendsPending = true;
+                    }
+                }
+                if (allDone && !sendsPending) {
+                    return;
+                }
+                if (work == 0) {
+                    waitingFor = describeWait(n);
+                }
+                idle(work, null);
+            }
+        } finally {
+            nx = 0;
+            active = 0;
+        }
+    }
+
+    private String describeWait(int n) {
+        StringBuilder sb = new StringBuilder();
+        for (int i = 0; i < n; i++) {
+            Xfer x = xfers[i];
+            if (!x.finished) {
+                sb.append(x.send ? "send to rank " : "data from rank ").append(x.peer.rank).append(" (")
+                    .append(x.done).append('/').append(x.len).append(" bytes")
+                    .append(x.send && !t.canSend(x.peer) ? ", no credit: peer has not consumed earlier chunks" : "")
+                    .append("); ");
+            } else if (x.send && x.peer.sendsOutstanding > 0) {
+                sb.append("send completions from rank ").append(x.peer.rank).append("; ");
+            }
+        }
+        return sb.append("in ").append(xfers[0].sig).toString();
+    }
+
+    /** An earlier unfinished transfer in the same direction with the same peer goes first (FIFO streams). */
+    private boolean blocked(int i) {
+        Xfer x = xfers[i];
+        for (int j = 0; j < i; j++) {
+            Xfer y = xfers[j];
+            if (!y.finished && y.send == x.send && y.peer == x.peer) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private int pumpSend(Xfer x) {
+        int work = 0;
+        Peer p = x.peer;
+        while (!x.finished && t.canSend(p)) {
+            int n = (int) Math.min(x.len - x.done, t.chunkBytes);
+            if (x.after != null && x.after.done < x.done + n) {
+                break;
+            }
+            t.sendChunk(p, x.sig, x.region, x.regionOff + x.done, n);
+            x.done += n;
+            work++;
+            if (x.done >= x.len) {
+                x.finished = true;
+            }
+        }
+        return work;
+    }
+
+    private int pumpReceive(Xfer x) {
+        int work = 0;
+        Peer p = x.peer;
+        MemorySegment inbox = p.inbox.segment();
+        while (!x.finished && p.consumed < p.arrived) {
+            long slot = t.nextSlotOffset(p);
+            int expect = (int) Math.min(x.len - x.done, t.chunkBytes);
+            if (!x.sig.matches(inbox, slot) || Signature.chunkBytes(inbox, slot) != expect) {
+                throw comm.mismatch("rank " + rank + " is running " + x.sig + " and expected " + expect
+                    + " bytes from rank " + p.rank + ", but rank " + p.rank + " sent " + Signature.chunkBytes(inbox,
+                    slot) + " bytes for " + Signature.describe(inbox, slot));
+            }
+            if (expect > 0) {
+                long at = x.off + x.done;
+                if (x.reduce) {
+                    kernels.reduce(x.type, x.op.combiner(), x.seg, at, inbox, slot + Signature.BYTES, x.seg, at,
+                        expect / x.type.sizeBytes(), 0);
+                } else {
+                    MemorySegment.copy(inbox, slot + Signature.BYTES, x.seg, at, expect);
+                }
+            }
+            x.done += expect;
+            p.consumed++;
+            p.pendingCredits++;
+            work++;
+            if (x.done >= x.len) {
+                x.finished = true;
+            }
+        }
+        return work;
+    }
+
+    // ------------------------------------------------------------------------------------------------ helpers
+
+    Peer peer(int r) {
+        return t.peers[((r % size) + size) % size];
+    }
+
+    static long blockStart(long count, int n, int b) {
+        return b * (count / n) + Math.min(b, count % n);
+    }
+
+    static long blockCount(long count, int n, int b) {
+        return count / n + (b < count % n ? 1 : 0);
+    }
+
+    // ------------------------------------------------------------------------------------------------ all-reduce
+
+    /** Ring all-reduce in place on {@code buf} (native): reduce-scatter then all-gather, n-1 steps each. */
+    void ringAllReduce(Signature sig, MemorySegment buf, long count, DataType type, ReduceOp op) {
+        int es = type.sizeBytes();
+        Peer right = peer(rank + 1);
+        Peer left = peer(rank - 1);
+        for (int s = 0; s < size - 1; s++) {
+            int sb = Math.floorMod(rank - s, size);
+            int rb = Math.floorMod(rank - s - 1, size);
+            sendX(right, sig, buf, blockStart(count, size, sb) * es, blockCount(count, size, sb) * es);
+            recvX(left, sig, buf, blockStart(count, size, rb) * es, blockCount(count, size, rb) * es, type, op);
+            run();
+        }
+        int mine = Math.floorMod(rank + 1, size);
+        if (op == ReduceOp.AVG) {
+            kernels.divide(type, buf, blockStart(count, size, mine) * es, blockCount(count, size, mine), size);
+        }
+        for (int s = 0; s < size - 1; s++) {
+            int sb = Math.floorMod(rank + 1 - s, size);
+            int rb = Math.floorMod(rank - s, size);
+            sendX(right, sig, buf, blockStart(count, size, sb) * es, blockCount(count, size, sb) * es);
+            recvX(left, sig, buf, blockStart(count, size, rb) * es, blockCount(count, size, rb) * es, null, null);
+            run();
+        }
+    }
+
+    /** Binomial-tree reduce of {@code buf} (native, modified) to {@code root}. */
+    void treeReduce(Signature sig, MemorySegment buf, long count, DataType type, ReduceOp op, int root) {
+        long bytes = count * type.sizeBytes();
+        int vr = Math.floorMod(rank - root, size);
+        for (int mask = 1; mask < size; mask <<= 1) {
+            if ((vr & mask) != 0) {
+                sendX(peer(vr - mask + root), sig, buf, 0, bytes);
+                run();
+                return;
+            }
+            if (vr + mask < size) {
+                recvX(peer(vr + mask + root), sig, buf, 0, bytes, type, op);
+                run();
+            }
+        }
+        if (op == ReduceOp.AVG) {
+            kernels.divide(type, buf, 0, count, size);
+        }
+    }
+
+    /** Binomial-tree broadcast of {@code buf} (native) from {@code root}. */
+    void treeBroadcast(Signature sig, MemorySegment buf, long bytes, int root) {
+        int vr = Math.floorMod(rank - root, size);
+        int mask = 1;
+        while (mask < size) {
+            if ((vr & mask) != 0) {
+                recvX(peer(vr - mask + root), sig, buf, 0, bytes, null, null);
+                run();
+                break;
+            }
+            mask <<= 1;
+        }
+        mask >>= 1;
+        boolean any = false;
+        while (mask > 0) {
+            if (vr + mask < size) {
+                sendX(peer(vr + mask + root), sig, buf, 0, bytes);
+                any = true;
+            }
+            mask >>= 1;
+        }
+        if (any) {
+            run();
+        }
+    }
+
+    /** Pipelined chain broadcast: root → root+1 → ...; each rank forwards chunks as they arrive. */
+    void ringBroadcast(Signature sig, MemorySegment buf, long bytes, int root) {
+        int vr = Math.floorMod(rank - root, size);
+        Xfer in = null;
+        if (vr > 0) {
+            in = recvX(peer(rank - 1), sig, buf, 0, bytes, null, null);
+        }
+        if (vr < size - 1) {
+            Xfer out = sendX(peer(rank + 1), sig, buf, 0, bytes);
+            out.after = in;
+        }
+        run();
+    }
+
+    /** Rabenseifner: recursive-halving reduce-scatter, then recursive-doubling all-gather (any n, with folding). */
+    void rhdAllReduce(Signature sig, MemorySegment buf, long count, DataType type, ReduceOp op) {
+        int es = type.sizeBytes();
+        long bytes = count * es;
+        int p2 = Integer.highestOneBit(size);
+        int rem = size - p2;
+        int vr;
+        if (rank < 2 * rem) {
+            if ((rank & 1) == 0) {
+                sendX(peer(rank + 1), sig, buf, 0, bytes);
+                run();
+                recvX(peer(rank + 1), sig, buf, 0, bytes, null, null);
+                run();
+                return;
+            }
+            recvX(peer(rank - 1), sig, buf, 0, bytes, type, op);
+            run();
+            vr = rank / 2;
+        } else {
+            vr = rank - rem;
+        }
+        int levels = Integer.numberOfTrailingZeros(p2);
+        long[] lo = new long[levels + 1];
+        long[] hi = new long[levels + 1];
+        long l = 0;
+        long h = count;
+        int level = 0;
+        for (int d = p2 >> 1; d >= 1; d >>= 1, level++) {
+            int partnerV = vr ^ d;
+            int partner = partnerV < rem ? 2 * partnerV + 1 : partnerV + rem;
+            long mid = l + (h - l) / 2;
+            lo[level] = l;
+            hi[level] = h;
+            long keepLo;
+            long keepHi;
+            long sendLo;
+            long sendHi;
+            if (vr < partnerV) {
+                keepLo = l;
+                keepHi = mid;
+                sendLo = mid;
+                sendHi = h;
+            } else {
+                keepLo = mid;
+                keepHi = h;
+                sendLo = l;
+                sendHi = mid;
+            }
+            sendX(peer(partner), sig, buf, sendLo * es, (sendHi - sendLo) * es);
+            recvX(peer(partner), sig, buf, keepLo * es, (keepHi - keepLo) * es, type, op);
+            run();
+            l = keepLo;
+            h = keepHi;
+        }
+        if (op == ReduceOp.AVG) {
+            kernels.divide(type, buf, l * es, h - l, size);
+        }
+        level--;
+        for (int d = 1; d < p2; d <<= 1, level--) {
+            int partnerV = vr ^ d;
+            int partner = partnerV < rem ? 2 * partnerV + 1 : partnerV + rem;
+            long pl = lo[level];
+            long ph = hi[level];
+            long mid = pl + (ph - pl) / 2;
+            long otherLo = vr < partnerV ? mid : pl;
+            long otherHi = vr < partnerV ? ph : mid;
+            sendX(peer(partner), sig, buf, l * es, (h - l) * es);
+            recvX(peer(partner), sig, buf, otherLo * es, (otherHi - otherLo) * es, null, null);
+            run();
+            l = pl;
+            h = ph;
+        }
+        if (rank < 2 * rem) {
+            sendX(peer(rank - 1), sig, buf, 0, bytes);
+            run();
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------ others
+
+    /** Ring all-gather: {@code out} (native) holds n blocks of {@code blockBytes}; block {@code rank} is filled. */
+    void ringAllGather(Signature sig, MemorySegment out, long blockBytes) {
+        Peer right = peer(rank + 1);
+        Peer left = peer(rank - 1);
+        for (int s = 0; s < size - 1; s++) {
+            int sb = Math.floorMod(rank - s, size);
+            int rb = Math.floorMod(rank - s - 1, size);
+            sendX(right, sig, out, sb * blockBytes, blockBytes);
+            recvX(left, sig, out, rb * blockBytes, blockBytes, null, null);
+            run();
+        }
+    }
+
+    /** Ring reduce-scatter on {@code work} (native, n blocks of {@code blockCount}); block {@code rank} ends reduced. */
+    void ringReduceScatter(Signature sig, MemorySegment work, long blockCount, DataType type, ReduceOp op) {
+        long bb = blockCount * type.sizeBytes();
+        Peer right = peer(rank + 1);
+        Peer left = peer(rank - 1);
+        for (int s = 0; s < size - 1; s++) {
+            int sb = Math.floorMod(rank - s - 1, size);
+            int rb = Math.floorMod(rank - s - 2, size);
+            sendX(right, sig, work, sb * bb, bb);
+            recvX(left, sig, work, rb * bb, bb, type, op);
+            run();
+        }
+        if (op == ReduceOp.AVG) {
+            kernels.divide(type, work, rank * bb, blockCount, size);
+        }
+    }
+
+    /** Pairwise all-to-all: block j of {@code in} goes to rank j; block j of {@code out} comes from rank j. */
+    void pairwiseAllToAll(Signature sig, MemorySegment in, MemorySegment out, long blockBytes) {
+        MemorySegment.copy(in, rank * blockBytes, out, rank * blockBytes, blockBytes);
+        for (int k = 1; k < size; k++) {
+            int to = Math.floorMod(rank + k, size);
+            int from = Math.floorMod(rank - k, size);
+            sendX(peer(to), sig, in, to * blockBytes, blockBytes);
+            recvX(peer(from), sig, out, from * blockBytes, blockBytes, null, null);
+            run();
+        }
+    }
+
+    /** Linear gather: every rank sends {@code in} to root, which receives all concurrently. */
+    void linearGather(Signature sig, MemorySegment in, MemorySegment out, long blockBytes, int root) {
+        if (rank == root) {
+            MemorySegment.copy(in, 0, out, root * blockBytes, blockBytes);
+            for (int j = 0; j < size; j++) {
+                if (j != root) {
+                    recvX(peer(j), sig, out, j * blockBytes, blockBytes, null, null);
+                }
+            }
+        } else {
+            sendX(peer(root), sig, in, 0, blockBytes);
+        }
+        run();
+    }
+
+    /** Linear scatter: root sends block j of {@code in} to rank j, all concurrently. */
+    void linearScatter(Signature sig, MemorySegment in, MemorySegment out, long blockBytes, int root) {
+        if (rank == root) {
+            MemorySegment.copy(in, root * blockBytes, out, 0, blockBytes);
+            for (int j = 0; j < size; j++) {
+                if (j != root) {
+                    sendX(peer(j), sig, in, j * blockBytes, blockBytes);
+                }
+            }
+        } else {
+            recvX(peer(root), sig, out, 0, blockBytes, null, null);
+        }
+        run();
+    }
+
+    /** Dissemination barrier: ceil(log2 n) rounds of zero-byte messages. */
+    void disseminationBarrier(Signature sig) {
+        for (int k = 1; k < size; k <<= 1) {
+            sendX(peer(rank + k), sig, MemorySegment.NULL, 0, 0);
+            recvX(peer(rank - k), sig, MemorySegment.NULL, 0, 0, null, null);
+            run();
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------ direct
+
+    private MemorySegment stagingOf(int r) {
+        return r == rank ? t.staging.segment() : t.peers[r].staging;
+    }
+
+    private long halfOffset() {
+        return (directRound & 1) * t.directStagingBytes;
+    }
+
+    /** Flag barrier over the mapped control blocks; the first barrier of an op also compares signatures. */
+    void directBarrier(Signature sig, boolean checkSignature) {
+        long epoch = ++directEpoch;
+        MemorySegment ctrl = t.control.segment();
+        long sigOff = Transport.CTRL_SIG + (epoch & 1) * Signature.BYTES;
+        sig.write(ctrl, sigOff, 0);
+        LONG.setRelease(ctrl, Transport.CTRL_ARRIVE, epoch);
+        beginWait();
+        for (int j = 0; j < size; j++) {
+            if (j == rank) {
+                continue;
+            }
+            Peer p = t.peers[j];
+            while ((long) LONG.getAcquire(p.control, Transport.CTRL_ARRIVE) < epoch) {
+                waitingFor = "rank " + j + " to reach the barrier of " + sig + " (direct path)";
+                idle(0, p);
+            }
+            idle.reset();
+        }
+        if (checkSignature) {
+            for (int j = 0; j < size; j++) {
+                if (j != rank && !sig.matches(t.peers[j].control, sigOff)) {
+                    throw comm.mismatch("rank " + rank + " is running " + sig + ", but rank " + j + " is running "
+                        + Signature.describe(t.peers[j].control, sigOff));
+                }
+            }
+        }
+    }
+
+    /** Direct all-reduce from {@code in} into {@code out} (any segments), in rounds of the staging size. */
+    void directAllReduce(Signature sig, MemorySegment in, MemorySegment out, long count, DataType type, ReduceOp op) {
+        int es = type.sizeBytes();
+        long perRound = Math.max(1, t.directStagingBytes / es);
+        boolean first = true;
+        for (long base = 0; base < count || first; base += perRound) {
+            long n = Math.min(perRound, count - base);
+            long half = halfOffset();
+            MemorySegment mine = t.staging.segment();
+            MemorySegment.copy(in, base * es, mine, half, n * es);
+            directBarrier(sig, first);
+            first = false;
+            long lo = blockStart(n, size, rank);
+            long cnt = blockCount(n, size, rank);
+            for (int j = 0; j < size; j++) {
+                sources[j] = stagingOf(j);
+                sourceOffsets[j] = half + lo * es;
+            }
+            if (cnt > 0) {
+                kernels.reduce(type, op, sources, sourceOffsets, size, mine, half + lo * es, cnt, size);
+            }
+            directBarrier(sig, false);
+            for (int j = 0; j < size; j++) {
+                long jl = blockStart(n, size, j);
+                long jc = blockCount(n, size, j);
+                if (jc > 0) {
+                    MemorySegment.copy(stagingOf(j), half + jl * es, out, (base + jl) * es, jc * es);
+                }
+            }
+            directRound++;
+            if (count == 0) {
+                break;
+            }
+        }
+        java.util.Arrays.fill(sources, null);
+    }
+
+    /** Direct broadcast: root stages, everyone copies. */
+    void directBroadcast(Signature sig, MemorySegment in, MemorySegment out, long bytes, int root) {
+        long per = t.directStagingBytes;
+        boolean first = true;
+        for (long base = 0; base < bytes || first; base += per) {
+            long n = Math.min(per, bytes - base);
+            long half = halfOffset();
+            if (rank == root) {
+                MemorySegment.copy(in, base, t.staging.segment(), half, n);
+            }
+            directBarrier(sig, first);
+            first = false;
+            if (out != null && !(rank == root && in == out)) {
+                MemorySegment.copy(stagingOf(root), half, out, base, n);
+            }
+            directRound++;
+            if (bytes == 0) {
+                break;
+            }
+        }
+    }
+
+    /** Direct reduce: every rank stages, root reduces from all. */
+    void directReduce(Signature sig, MemorySegment in, MemorySegment out, long count, DataType type, ReduceOp op,
+                      int root) {
+        int es = type.sizeBytes();
+        long perRound = Math.max(1, t.directStagingBytes / es);
+        boolean first = true;
+        for (long base = 0; base < count || first; base += perRound) {
+            long n = Math.min(perRound, count - base);
+            long half = halfOffset();
+            MemorySegment.copy(in, base * es, t.staging.segment(), half, n * es);
+            directBarrier(sig, first);
+            first = false;
+            if (rank == root && n > 0) {
+                for (int j = 0; j < size; j++) {
+                    sources[j] = stagingOf(j);
+                    sourceOffsets[j] = half;
+                }
+                kernels.reduce(type, op, sources, sourceOffsets, size, out, base * es, n, size);
+            }
+            directBarrier(sig, false);
+            directRound++;
+            if (count == 0) {
+                break;
+            }
+        }
+        java.util.Arrays.fill(sources, null);
+    }
+
+    /** Direct all-gather: each rank stages its block, everyone copies all blocks. */
+    void directAllGather(Signature sig, MemorySegment in, MemorySegment out, long blockBytes) {
+        long per = t.directStagingBytes;
+        boolean first = true;
+        for (long base = 0; base < blockBytes || first; base += per) {
+            long n = Math.min(per, blockBytes - base);
+            long half = halfOffset();
+            MemorySegment.copy(in, base, t.staging.segment(), half, n);
+            directBarrier(sig, first);
+            first = false;
+            for (int j = 0; j < size; j++) {
+                MemorySegment.copy(stagingOf(j), half, out, j * blockBytes + base, n);
+            }
+            directRound++;
+            if (blockBytes == 0) {
+                break;
+            }
+        }
+    }
+
+    /** Direct reduce-scatter: each rank stages a chunk of every block, then reduces its own block from all. */
+    void directReduceScatter(Signature sig, MemorySegment in, MemorySegment out, long blockCount, DataType type,
+                             ReduceOp op) {
+        int es = type.sizeBytes();
+        long perRound = Math.max(1, t.directStagingBytes / ((long) es * size));
+        boolean first = true;
+        for (long base = 0; base < blockCount || first; base += perRound) {
+            long n = Math.min(perRound, blockCount - base);
+            long half = halfOffset();
+            MemorySegment mine = t.staging.segment();
+            for (int b = 0; b < size; b++) {
+                MemorySegment.copy(in, (b * blockCount + base) * es, mine, half + b * n * es, n * es);
+            }
+            directBarrier(sig, first);
+            first = false;
+            if (n > 0) {
+                for (int j = 0; j < size; j++) {
+                    sources[j] = stagingOf(j);
+                    sourceOffsets[j] = half + rank * n * es;
+                }
+                kernels.reduce(type, op, sources, sourceOffsets, size, out, base * es, n, size);
+            }
+            directBarrier(sig, false);
+            directRound++;
+            if (blockCount == 0) {
+                break;
+            }
+        }
+        java.util.Arrays.fill(sources, null);
+    }
+
+    /** Direct all-to-all: each rank stages a chunk of every block; rank r copies chunk r of every peer. */
+    void directAllToAll(Signature sig, MemorySegment in, MemorySegment out, long blockBytes) {
+        long per = Math.max(1, t.directStagingBytes / size);
+        boolean first = true;
+        for (long base = 0; base < blockBytes || first; base += per) {
+            long n = Math.min(per, blockBytes - base);
+            long half = halfOffset();
+            MemorySegment mine = t.staging.segment();
+            for (int b = 0; b < size; b++) {
+                MemorySegment.copy(in, b * blockBytes + base, mine, half + b * n, n);
+            }
+            directBarrier(sig, first);
+            first = false;
+            for (int j = 0; j < size; j++) {
+                MemorySegment.copy(stagingOf(j), half + rank * n, out, j * blockBytes + base, n);
+            }
+            directBarrier(sig, false);
+            directRound++;
+            if (blockBytes == 0) {
+                break;
+            }
+        }
+    }
+}

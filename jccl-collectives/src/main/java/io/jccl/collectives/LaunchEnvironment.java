@@ -1,0 +1,197 @@
+package io.jccl.collectives;
+
+import io.jccl.collectives.store.FileStore;
+import io.jccl.collectives.store.Store;
+import io.jccl.collectives.store.TcpStore;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Where rank, world size and the rendezvous store come from, by launcher:
+ * <ul>
+ * <li>JCCL: JCCL_RANK, JCCL_WORLD_SIZE, JCCL_LOCAL_RANK, JCCL_STORE_ADDR ({@code host:port} or {@code file:/path})</li>
+ * <li>torchrun: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT</li>
+ * <li>Open MPI: OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK; the store from JCCL_STORE_ADDR or MASTER_ADDR/PORT</li>
+ * <li>Slurm: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; the store on the first host of SLURM_NODELIST (or
+ * SLURM_JOB_NODELIST) at MASTER_PORT / JCCL_STORE_PORT (default 29500) unless JCCL_STORE_ADDR/MASTER_ADDR say
+ * otherwise</li>
+ * </ul>
+ * Rank 0 starts the TCP store server unless JCCL_STORE_SERVER=0 (a standalone {@code TcpStoreServer} runs it).
+ *
+ * @param rank this process's rank
+ * @param worldSize number of ranks
+ * @param localRank rank among the processes of this host (-1 when unknown)
+ * @param storeAddress {@code host:port} or {@code file:/path}
+ * @param launcher which convention supplied the rank (jccl, torchrun, openmpi, slurm)
+ * @param startServer whether this process should run the TCP store server
+ */
+public record LaunchEnvironment(int rank, int worldSize, int localRank, String storeAddress, String launcher,
+                                boolean startServer) {
+    /** Default store port (torchrun's). */
+    public static final int DEFAULT_PORT = 29500;
+
+    /** Reads {@code env} (normally {@link System#getenv()}). */
+    public static LaunchEnvironment detect(Map<String, String> env) {
+        String launcher;
+        String rank;
+        String size;
+        String local;
+        if (has(env, "JCCL_RANK")) {
+            launcher = "jccl";
+            rank = env.get("JCCL_RANK");
+            size = env.get("JCCL_WORLD_SIZE");
+            local = env.get("JCCL_LOCAL_RANK");
+        } else if (has(env, "RANK") && has(env, "WORLD_SIZE")) {
+            launcher = "torchrun";
+            rank = env.get("RANK");
+            size = env.get("WORLD_SIZE");
+            local = env.get("LOCAL_RANK");
+        } else if (has(env, "OMPI_COMM_WORLD_RANK")) {
+            launcher = "openmpi";
+            rank = env.get("OMPI_COMM_WORLD_RANK");
+            size = env.get("OMPI_COMM_WORLD_SIZE");
+            local = env.get("OMPI_COMM_WORLD_LOCAL_RANK");
+        } else if (has(env, "SLURM_PROCID")) {
+            launcher = "slurm";
+            rank = env.get("SLURM_PROCID");
+            size = has(env, "SLURM_NTASKS") ? env.get("SLURM_NTASKS") : env.get("SLURM_NPROCS");
+            local = env.get("SLURM_LOCALID");
+        } else {
+            throw new IllegalStateException("no launcher environment found: set JCCL_RANK, JCCL_WORLD_SIZE and "
+                + "JCCL_STORE_ADDR, or launch with torchrun (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), mpirun "
+                + "(OMPI_COMM_WORLD_RANK/SIZE plus JCCL_STORE_ADDR) or srun (SLURM_PROCID/SLURM_NTASKS)");
+        }
+        if (size == null || size.isBlank()) {
+            throw new IllegalStateException(launcher + " environment gives rank " + rank + " but no world size");
+        }
+        String port = firstOf(env, "JCCL_STORE_PORT", "MASTER_PORT");
+        if (port == null) {
+            port = Integer.toString(DEFAULT_PORT);
+        }
+        String address;
+        if (has(env, "JCCL_STORE_ADDR")) {
+            address = env.get("JCCL_STORE_ADDR").trim();
+            if (!address.startsWith("file:") && !address.contains(":")) {
+                address = address + ":" + port;
+            }
+        } else if (has(env, "MASTER_ADDR")) {
+            address = env.get("MASTER_ADDR").trim() + ":" + port;
+        } else if (launcher.equals("slurm") && (has(env, "SLURM_NODELIST") || has(env, "SLURM_JOB_NODELIST"))) {
+            String list = has(env, "SLURM_NODELIST") ? env.get("SLURM_NODELIST") : env.get("SLURM_JOB_NODELIST");
+            address = expandNodeList(list).getFirst() + ":" + port;
+        } else {
+            throw new IllegalStateException(launcher + " launch without a store address: set JCCL_STORE_ADDR=host:port "
+                + "(for example the first host of the job) or MASTER_ADDR/MASTER_PORT");
+        }
+        int r = parse(rank, launcher + " rank");
+        boolean server = r == 0 && !"0".equals(env.get("JCCL_STORE_SERVER")) && !address.startsWith("file:");
+        return new LaunchEnvironment(r, parse(size, launcher + " world size"),
+            local == null || local.isBlank() ? -1 : parse(local, "local rank"), address, launcher, server);
+    }
+
+    private static boolean has(Map<String, String> env, String name) {
+        String v = env.get(name);
+        return v != null && !v.isBlank();
+    }
+
+    private static String firstOf(Map<String, String> env, String... names) {
+        for (String n : names) {
+            if (has(env, n)) {
+                return env.get(n).trim();
+            }
+        }
+        return null;
+    }
+
+    private static int parse(String v, String what) {
+        try {
+            return Integer.parseInt(v.trim());
+        } catch (NumberFormatException e) {
+            throw new IllegalStateException(what + " '" + v + "' is not a number", e);
+        }
+    }
+
+    /** Opens the store: a {@link FileStore} for {@code file:} addresses, else a {@link TcpStore}. */
+    public Store openStore(long timeoutNs) {
+        if (storeAddress.startsWith("file:")) {
+            String path = storeAddress.substring(5);
+            while (path.startsWith("//")) {
+                path = path.substring(1);
+            }
+            return new FileStore(Path.of(path));
+        }
+        int colon = storeAddress.lastIndexOf(':');
+        String host = storeAddress.substring(0, colon);
+        if (host.startsWith("[") && host.endsWith("]")) {
+            host = host.substring(1, host.length() - 1);
+        }
+        int port = parse(storeAddress.substring(colon + 1), "store port");
+        return new TcpStore(host, port, startServer, timeoutNs);
+    }
+
+    /**
+     * Expands a Slurm host list: {@code node[01-04,07],gpu5,x[1-2]} → node01 node02 node03 node04 node07 gpu5 x1 x2
+     * (zero padding kept; one bracket group per name).
+     */
+    public static List<String> expandNodeList(String list) {
+        List<String> hosts = new ArrayList<>();
+        int depth = 0;
+        int start = 0;
+        String s = list.trim();
+        for (int i = 0; i <= s.length(); i++) {
+            char c = i < s.length() ? s.charAt(i) : ',';
+            if (c == '[') {
+                depth++;
+            } else if (c == ']') {
+                depth--;
+            } else if (c == ',' && depth == 0) {
+                String item = s.substring(start, i).trim();
+                if (!item.isEmpty()) {
+                    expandItem(item, hosts);
+                }
+                start = i + 1;
+            }
+        }
+        if (hosts.isEmpty()) {
+            throw new IllegalArgumentException("empty Slurm node list '" + list + "'");
+        }
+        return hosts;
+    }
+
+    private static void expandItem(String item, List<String> out) {
+        int open = item.indexOf('[');
+        if (open < 0) {
+            out.add(item);
+            return;
+        }
+        int close = item.indexOf(']', open);
+        if (close < 0) {
+            throw new IllegalArgumentException("unbalanced brackets in Slurm node list item '" + item + "'");
+        }
+        String prefix = item.substring(0, open);
+        String suffix = item.substring(close + 1);
+        for (String range : item.substring(open + 1, close).split(",")) {
+            String r = range.trim();
+            int dash = r.indexOf('-');
+            if (dash < 0) {
+                out.add(prefix + r + suffix);
+                continue;
+            }
+            String a = r.substring(0, dash);
+            String b = r.substring(dash + 1);
+            int width = a.length();
+            long from = Long.parseLong(a);
+            long to = Long.parseLong(b);
+            for (long v = from; v <= to; v++) {
+                String num = Long.toString(v);
+                while (num.length() < width) {
+                    num = "0" + num;
+                }
+                out.add(prefix + num + suffix);
+            }
+        }
+    }
+}

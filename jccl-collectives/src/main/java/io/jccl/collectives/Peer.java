@@ -1,0 +1,46 @@
+package io.jccl.collectives;
+
+import io.jccl.verbs.MemoryRegion;
+import io.jccl.verbs.QueuePair;
+
+import java.lang.foreign.MemorySegment;
+
+/** Connection state towards one peer rank (package-private engine state; touched by the executing thread). */
+final class Peer {
+    final int rank;
+    final Transport.DeviceResources device;
+    final String reason;
+    QueuePair qp;
+    /** My inbox for this peer's chunks: slots × slotBytes. */
+    MemoryRegion inbox;
+    /** Header ring for my chunks to this peer: slots × HEADER_BYTES. */
+    MemoryRegion headers;
+    long remoteInboxAddress;
+    int remoteInboxRkey;
+    String host;
+    long pid;
+    boolean sameHost;
+
+    long sent;
+    long credited;
+    long arrived;
+    long consumed;
+    int pendingCredits;
+    int sendsOutstanding;
+    long p2pSendSeq;
+    long p2pRecvSeq;
+
+    /** Direct path: the peer's control block and staging, mapped read-only. */
+    MemorySegment control;
+    MemorySegment staging;
+
+    volatile String failure;
+    /** Set when the QP reported an error on a receive (peer gone); fatal only if this peer is still needed. */
+    volatile String broken;
+
+    Peer(int rank, Transport.DeviceResources device, String reason) {
+        this.rank = rank;
+        this.device = device;
+        this.reason = reason;
+    }
+}

@@ -1,0 +1,423 @@
+package io.jccl.collectives;
+
+import io.jccl.collectives.internal.Log;
+import io.jccl.collectives.store.Store;
+import io.jccl.verbs.AccessFlag;
+import io.jccl.verbs.CompletionQueue;
+import io.jccl.verbs.Context;
+import io.jccl.verbs.Endpoint;
+import io.jccl.verbs.MemoryRegion;
+import io.jccl.verbs.ProtectionDomain;
+import io.jccl.verbs.QueuePair;
+import io.jccl.verbs.QueuePairAttributes;
+import io.jccl.verbs.QueuePairInitAttributes;
+import io.jccl.verbs.QueuePairState;
+import io.jccl.verbs.ReceiveWorkRequest;
+import io.jccl.verbs.SendFlag;
+import io.jccl.verbs.SendOpcode;
+import io.jccl.verbs.SendWorkRequest;
+import io.jccl.verbs.Verbs;
+import io.jccl.verbs.VerbsException;
+import io.jccl.verbs.WorkCompletion;
+import io.jccl.verbs.WorkCompletionStatus;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The verbs plumbing of a communicator: one context, protection domain and completion queue per device in use,
+ * one RC queue pair per peer, pre-registered inbox slots per peer (written by the peer with RDMA WRITE WITH IMM,
+ * credit-based flow control returned with zero-byte SEND WITH IMM), and the direct path's control block and
+ * staging buffers mapped from same-host peers. Only the thread running an operation touches this state.
+ */
+final class Transport implements AutoCloseable {
+    static final int IMM_DATA = 0;
+    static final int IMM_CREDIT = 1;
+    static final int IMM_WINDOW = 2;
+    static final long WR_RECV = 1;
+    static final long WR_SEND = 2;
+    static final int CONTROL_BYTES = 4096;
+    /** Control block: arrive counter. */
+    static final long CTRL_ARRIVE = 0;
+    /** Control block: status (0 running, 1 aborted/failed). */
+    static final long CTRL_STATUS = 8;
+    /** Control block: two signature slots (by barrier epoch parity). */
+    static final long CTRL_SIG = 64;
+
+    /** Resources of one device. */
+    static final class DeviceResources {
+        final String name;
+        final Context context;
+        final ProtectionDomain pd;
+        final CompletionQueue cq;
+
+        DeviceResources(String name, Context context, ProtectionDomain pd, CompletionQueue cq) {
+            this.name = name;
+            this.context = context;
+            this.pd = pd;
+            this.cq = cq;
+        }
+    }
+
+    final int rank;
+    final int size;
+    final int slots;
+    final int chunkBytes;
+    final int slotBytes;
+    final Peer[] peers;
+    final Map<String, DeviceResources> devices = new LinkedHashMap<>();
+    private final DeviceResources[] deviceArray;
+    private final WorkCompletion[] completions = WorkCompletion.array(64);
+    private final ReceiveWorkRequest receive = new ReceiveWorkRequest(1);
+    private final SendWorkRequest send = new SendWorkRequest(2);
+    private final int receiveDepth;
+    private final int sendDepth;
+    final Communicator comm;
+    /** Direct path (null when off). */
+    MemoryRegion control;
+    MemoryRegion staging;
+    long directStagingBytes;
+    boolean direct;
+    /** Per-window, per-peer signal counts. */
+    long[][] windowSignals = new long[0][];
+
+    Transport(Communicator comm, int rank, int size, int slots, int chunkBytes, Peer[] peers,
+              Map<String, DeviceResources> devices) {
+        this.comm = comm;
+        this.rank = rank;
+        this.size = size;
+        this.slots = slots;
+        this.chunkBytes = chunkBytes;
+        this.slotBytes = Signature.BYTES + chunkBytes;
+        this.peers = peers;
+        this.devices.putAll(devices);
+        this.deviceArray = devices.values().toArray(DeviceResources[]::new);
+        this.receiveDepth = 2 * slots + 64;
+        this.sendDepth = 2 * slots + 64;
+    }
+
+    /** Opens a device, or explains why not. */
+    static DeviceResources open(String name, int cqCapacity) {
+        Context context = Verbs.device(name).open();
+        try {
+            ProtectionDomain pd = context.allocateProtectionDomain();
+            int capacity = Math.min(cqCapacity, context.query().maxCompletionQueueEntries());
+            CompletionQueue cq = context.createCompletionQueue(capacity);
+            return new DeviceResources(name, context, pd, cq);
+        } catch (RuntimeException e) {
+            context.close();
+            throw e;
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------ setup
+
+    /** Creates every peer's QP and inbox and moves the QPs to INIT with receives posted. */
+    void createQueuePairs() {
+        for (Peer p : peers) {
+            if (p == null) {
+                continue;
+            }
+            QueuePairInitAttributes attrs = QueuePairInitAttributes.of(p.device.cq)
+                .withDepths(sendDepth, receiveDepth);
+            p.qp = p.device.pd.createQueuePair(attrs);
+            p.inbox = p.device.pd.allocateMemory((long) slots * slotBytes, AccessFlag.LOCAL_WRITE,
+                AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ);
+            p.headers = p.device.pd.allocateMemory((long) slots * Signature.BYTES, AccessFlag.LOCAL_WRITE);
+            p.qp.modify(QueuePairAttributes.toInit(AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE,
+                AccessFlag.REMOTE_READ));
+            for (int i = 0; i < receiveDepth; i++) {
+                postReceive(p);
+            }
+        }
+    }
+
+    /** What this rank publishes for {@code peer}: endpoint and inbox address/rkey (and the direct region keys). */
+    String localRecord(Peer p) {
+        StringBuilder sb = new StringBuilder();
+        sb.append(p.qp.localEndpoint().encode()).append(' ').append(Long.toHexString(p.inbox.address())).append(' ')
+            .append(Integer.toHexString(p.inbox.rkey()));
+        if (control != null && p.device.pd == control.protectionDomain()) {
+            sb.append(' ').append(Long.toHexString(control.address())).append(' ')
+                .append(Integer.toHexString(control.rkey())).append(' ').append(Long.toHexString(staging.address()))
+                .append(' ').append(Integer.toHexString(staging.rkey())).append(' ').append(staging.length());
+        }
+        return sb.toString();
+    }
+
+    /** Connects {@code p} with the peer's published record; maps its direct regions when offered. */
+    boolean connect(Peer p, String record, boolean wantDirect) {
+        String[] f = record.split(" ");
+        Endpoint remote = Endpoint.decode(f[0]);
+        p.remoteInboxAddress = Long.parseUnsignedLong(f[1], 16);
+        p.remoteInboxRkey = Integer.parseUnsignedInt(f[2], 16);
+        p.qp.modify(QueuePairAttributes.toReadyToReceive(remote));
+        p.qp.modify(QueuePairAttributes.toReadyToSend(p.qp.initialPsn()));
+        if (!wantDirect || f.length < 8 || !p.qp.supportsDirectAccess()) {
+            return false;
+        }
+        try {
+            p.control = p.qp.mapRemote(Long.parseUnsignedLong(f[3], 16), CONTROL_BYTES,
+                Integer.parseUnsignedInt(f[4], 16), false);
+            p.staging = p.qp.mapRemote(Long.parseUnsignedLong(f[5], 16), Long.parseLong(f[7]),
+                Integer.parseUnsignedInt(f[6], 16), false);
+            return true;
+        } catch (VerbsException e) {
+            Log.get().info(rank, Log.Subsys.INIT, "no direct access to rank " + p.rank + "'s memory: " + e.getMessage());
+            p.control = null;
+            p.staging = null;
+            return false;
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------ posting
+
+    private void postReceive(Peer p) {
+        receive.wrId(((long) p.rank << 32) | WR_RECV).noData();
+        p.qp.postReceive(receive);
+    }
+
+    /** Whether a data chunk can go to {@code p} now (a free slot at the peer and send-queue room). */
+    boolean canSend(Peer p) {
+        return p.sent - p.credited < slots && p.sendsOutstanding < sendDepth - 2;
+    }
+
+    /**
+     * Writes one chunk (header + {@code length} bytes from {@code region} at {@code offset}) into the peer's next
+     * inbox slot with RDMA WRITE WITH IMM. Caller checked {@link #canSend}.
+     */
+    void sendChunk(Peer p, Signature sig, MemoryRegion region, long offset, int length) {
+        int slot = (int) (p.sent % slots);
+        sig.write(p.headers.segment(), (long) slot * Signature.BYTES, length);
+        send.wrId(((long) p.rank << 32) | WR_SEND).opcode(SendOpcode.RDMA_WRITE_WITH_IMM).flags(SendFlag.SIGNALED)
+            .remote(p.remoteInboxAddress + (long) slot * slotBytes, p.remoteInboxRkey)
+            .immediateData((IMM_DATA << 30) | (int) (p.sent & 0xFFFF));
+        send.setSgeCount(length > 0 ? 2 : 1);
+        send.sge(0).set(p.headers, (long) slot * Signature.BYTES, Signature.BYTES);
+        if (length > 0) {
+            send.sge(1).set(region, offset, length);
+        }
+        post(p);
+        p.sent++;
+    }
+
+    /** Returns pending credits to {@code p} (zero-byte SEND WITH IMM). */
+    void flushCredits(Peer p) {
+        if (p.pendingCredits == 0 || p.sendsOutstanding >= sendDepth - 1) {
+            return;
+        }
+        send.wrId(((long) p.rank << 32) | WR_SEND).opcode(SendOpcode.SEND_WITH_IMM).flags(SendFlag.SIGNALED)
+            .immediateData((IMM_CREDIT << 30) | p.pendingCredits).noData();
+        post(p);
+        p.pendingCredits = 0;
+    }
+
+    /** One-sided window write with a signal (WRITE WITH IMM carrying the window id). */
+    void windowPut(Peer p, int windowId, MemoryRegion region, long offset, int length, long remoteAddress, int rkey) {
+        send.wrId(((long) p.rank << 32) | WR_SEND).opcode(SendOpcode.RDMA_WRITE_WITH_IMM).flags(SendFlag.SIGNALED)
+            .remote(remoteAddress, rkey).immediateData((IMM_WINDOW << 30) | windowId);
+        if (length > 0) {
+            send.local(region, offset, length);
+        } else {
+            send.noData();
+        }
+        post(p);
+    }
+
+    private void post(Peer p) {
+        try {
+            p.qp.postSend(send);
+            p.sendsOutstanding++;
+        } catch (VerbsException e) {
+            throw peerFailed(p, "cannot post to rank " + p.rank + ": " + e.getMessage());
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------ progress
+
+    /** Polls every completion queue once; returns completions handled. */
+    int poll() {
+        int total = 0;
+        for (DeviceResources d : deviceArray) {
+            int n;
+            try {
+                n = d.cq.poll(completions, completions.length);
+            } catch (VerbsException e) {
+                throw new CollectiveException("completion queue of " + d.name + " failed: " + e.getMessage(), e);
+            }
+            for (int i = 0; i < n; i++) {
+                handle(completions[i]);
+            }
+            total += n;
+        }
+        return total;
+    }
+
+    private void handle(WorkCompletion wc) {
+        int peerRank = (int) (wc.wrId() >>> 32);
+        long kind = wc.wrId() & 0xFF;
+        Peer p = peerRank >= 0 && peerRank < peers.length ? peers[peerRank] : null;
+        if (p == null) {
+            return;
+        }
+        if (kind == WR_SEND) {
+            p.sendsOutstanding--;
+        }
+        if (!wc.isSuccess()) {
+            String why = wc.status() == WorkCompletionStatus.WR_FLUSH_ERR
+                ? "its queue pair is in ERROR (process died, aborted, closed or connection lost)"
+                : "a work request failed with " + wc.status();
+            if (kind == WR_SEND && p.failure == null) {
+                throw peerFailed(p, "rank " + p.rank + " is unreachable: " + why);
+            }
+            if (p.broken == null) {
+                p.broken = "rank " + p.rank + " is unreachable: " + why;
+            }
+            return;
+        }
+        if (kind != WR_RECV) {
+            return;
+        }
+        int imm = wc.immediateData();
+        switch (imm >>> 30) {
+            case IMM_DATA -> p.arrived++;
+            case IMM_CREDIT -> p.credited += imm & 0x3FFF_FFFF;
+            case IMM_WINDOW -> {
+                int w = imm & 0xFFFF;
+                if (w < windowSignals.length && windowSignals[w] != null) {
+                    windowSignals[w][p.rank]++;
+                }
+            }
+            default -> {
+            }
+        }
+        try {
+            postReceive(p);
+        } catch (VerbsException e) {
+            throw peerFailed(p, "cannot re-post a receive for rank " + p.rank + ": " + e.getMessage());
+        }
+    }
+
+    /** Inbox segment of {@code p}. */
+    MemorySegment inbox(Peer p) {
+        return p.inbox.segment();
+    }
+
+    /** Byte offset of the next unconsumed slot of {@code p} in its inbox. */
+    long nextSlotOffset(Peer p) {
+        return (p.consumed % slots) * (long) slotBytes;
+    }
+
+    // ------------------------------------------------------------------------------------------------ health
+
+    CollectiveException.PeerFailure peerFailed(Peer p, String message) {
+        if (p.failure == null) {
+            p.failure = message;
+        }
+        return new CollectiveException.PeerFailure(p.rank, message);
+    }
+
+    /** Checks every peer's liveness; throws on the first dead one. */
+    void checkHealth(Peer only) {
+        for (Peer p : peers) {
+            if (p != null && (only == null || p == only)) {
+                checkPeer(p);
+            }
+        }
+    }
+
+    /** Checks one peer (QP state, same-host process, direct status word); throws when it is gone. */
+    void checkPeer(Peer p) {
+        if (p.failure != null) {
+            throw new CollectiveException.PeerFailure(p.rank, p.failure);
+        }
+        if (p.broken != null) {
+            throw peerFailed(p, p.broken);
+        }
+        QueuePairState s = p.qp.state();
+        if (s == QueuePairState.ERROR) {
+            throw peerFailed(p, "rank " + p.rank + " is unreachable: queue pair to it is in ERROR (process died, "
+                + "aborted, closed or connection lost)");
+        }
+        if (p.sameHost && p.pid > 0 && p.pid != ProcessHandle.current().pid()) {
+            boolean alive = ProcessHandle.of(p.pid).map(ProcessHandle::isAlive).orElse(false);
+            if (!alive) {
+                throw peerFailed(p, "rank " + p.rank + " died (process " + p.pid + " on " + p.host + " is gone)");
+            }
+        }
+        if (p.control != null && p.control.get(ValueLayout.JAVA_LONG, CTRL_STATUS) != 0) {
+            throw peerFailed(p, "rank " + p.rank + " aborted its communicator");
+        }
+    }
+
+    /** Marks this rank aborted for direct-path peers and moves every QP to ERROR so peers notice. */
+    void abortLinks() {
+        if (control != null) {
+            control.segment().set(ValueLayout.JAVA_LONG, CTRL_STATUS, 1);
+        }
+        for (Peer p : peers) {
+            if (p == null || p.qp == null) {
+                continue;
+            }
+            try {
+                if (p.qp.state() != QueuePairState.ERROR && p.qp.state() != QueuePairState.RESET) {
+                    p.qp.modify(new QueuePairAttributes().state(QueuePairState.ERROR));
+                }
+            } catch (RuntimeException ignored) {
+                // best effort
+            }
+        }
+    }
+
+    List<String> describePeers() {
+        List<String> lines = new ArrayList<>();
+        for (Peer p : peers) {
+            if (p != null) {
+                lines.add("rank " + p.rank + ": " + p.device.name + " (" + p.reason + ")" + (p.control != null
+                    ? ", direct load/store" : "") + "; sent " + p.sent + " credited " + p.credited + " arrived "
+                    + p.arrived + " consumed " + p.consumed + (p.failure != null ? "; FAILED: " + p.failure : ""));
+            }
+        }
+        return lines;
+    }
+
+    @Override
+    public void close() {
+        for (Peer p : peers) {
+            if (p == null) {
+                continue;
+            }
+            closeQuietly(p.qp);
+            closeQuietly(p.inbox);
+            closeQuietly(p.headers);
+        }
+        closeQuietly(control);
+        closeQuietly(staging);
+        for (DeviceResources d : devices.values()) {
+            closeQuietly(d.context);
+        }
+    }
+
+    static void closeQuietly(AutoCloseable c) {
+        if (c == null) {
+            return;
+        }
+        try {
+            c.close();
+        } catch (Exception ignored) {
+            // closing
+        }
+    }
+
+    /** Publishes (via the store) and reads records; used by setup. */
+    static String key(String what, int from, int to) {
+        return what + "/" + from + "/" + to;
+    }
+
+    static void unused(Store s) {
+    }
+}

@@ -1,0 +1,150 @@
+package io.jccl.collectives;
+
+import io.jccl.verbs.AccessFlag;
+import io.jccl.verbs.MemoryRegion;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A collectively registered one-sided window (NCCL 2.29's ncclCommWindowRegister + ncclPutSignal/ncclWaitSignal).
+ * Each rank owns {@link #segment()}; {@link #putSignal} writes bytes into a peer's window with RDMA WRITE WITH IMM,
+ * whose immediate is the signal; {@link #waitSignal} returns once that many signals from a peer have arrived, and
+ * the data written before each signal is then visible. Operations go through the communicator's issue order and
+ * deadline.
+ */
+public final class Window implements AutoCloseable {
+    private final Communicator comm;
+    private final int id;
+    private final long bytes;
+    private final MemoryRegion local;
+    private final List<MemoryRegion> extraRegistrations = new ArrayList<>();
+    private final long[] remoteAddress;
+    private final int[] remoteRkey;
+    private final long[] consumed;
+
+    Window(Communicator comm, int id, long bytes) {
+        this.comm = comm;
+        this.id = id;
+        this.bytes = bytes;
+        Transport t = comm.transport();
+        int size = comm.size();
+        remoteAddress = new long[size];
+        remoteRkey = new int[size];
+        consumed = new long[size];
+        long[][] signals = t.windowSignals;
+        if (signals.length <= id) {
+            signals = java.util.Arrays.copyOf(signals, id + 1);
+        }
+        signals[id] = new long[size];
+        t.windowSignals = signals;
+        if (t.devices.isEmpty()) {
+            local = null;
+            return;
+        }
+        var devices = new ArrayList<>(t.devices.values());
+        local = devices.getFirst().pd.allocateMemory(Math.max(1, bytes), AccessFlag.LOCAL_WRITE,
+            AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ);
+        java.util.Map<Transport.DeviceResources, MemoryRegion> byDevice = new java.util.HashMap<>();
+        byDevice.put(devices.getFirst(), local);
+        for (int i = 1; i < devices.size(); i++) {
+            MemoryRegion r = devices.get(i).pd.registerMemory(local.segment(), AccessFlag.LOCAL_WRITE,
+                AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ);
+            extraRegistrations.add(r);
+            byDevice.put(devices.get(i), r);
+        }
+        long timeoutNs = comm.options().timeoutNs();
+        for (int j = 0; j < size; j++) {
+            if (j == comm.rank()) {
+                continue;
+            }
+            MemoryRegion r = byDevice.get(t.peers[j].device);
+            comm.store().setString("win" + id + "/" + comm.rank() + "/" + j,
+                Long.toHexString(r.address()) + " " + Integer.toHexString(r.rkey()), timeoutNs);
+        }
+        for (int j = 0; j < size; j++) {
+            if (j == comm.rank()) {
+                continue;
+            }
+            String[] f = comm.store().getString("win" + id + "/" + j + "/" + comm.rank(), timeoutNs).split(" ");
+            remoteAddress[j] = Long.parseUnsignedLong(f[0], 16);
+            remoteRkey[j] = Integer.parseUnsignedInt(f[1], 16);
+        }
+    }
+
+    /** This rank's window memory (peers write into it). */
+    public MemorySegment segment() {
+        return local == null ? MemorySegment.NULL : local.segment().asSlice(0, bytes);
+    }
+
+    /** Window size in bytes. */
+    public long byteSize() {
+        return bytes;
+    }
+
+    /**
+     * Writes {@code length} bytes of {@code source} (from {@code sourceOffset}) into {@code peer}'s window at
+     * {@code windowOffset} and raises one signal there; returns when the write completed locally.
+     */
+    public void putSignal(int peer, MemorySegment source, long sourceOffset, long length, long windowOffset) {
+        if (peer == comm.rank() || peer < 0 || peer >= comm.size()) {
+            throw new IllegalArgumentException("peer " + peer + " is not another rank");
+        }
+        if (windowOffset < 0 || windowOffset + length > bytes || length > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("range " + windowOffset + "+" + length + " outside the window of "
+                + bytes + " bytes");
+        }
+        comm.windowOp(length, peer, () -> {
+            Transport t = comm.transport();
+            Engine e = comm.engine();
+            Peer p = t.peers[peer];
+            MemorySegment src = source.isNative() ? source.asSlice(sourceOffset, length)
+                : copyToNative(source.asSlice(sourceOffset, length));
+            MemoryRegion r = comm.regionFor(p.device, src);
+            long off = comm.lastRegionOffset(p.device);
+            t.windowPut(p, id, r, off, (int) length, remoteAddress[peer] + windowOffset, remoteRkey[peer]);
+            e.beginWait();
+            while (p.sendsOutstanding > 0) {
+                e.idle(t.poll(), p);
+            }
+        });
+    }
+
+    private MemorySegment copyToNative(MemorySegment heap) {
+        MemorySegment n = comm.allocate(Math.max(1, heap.byteSize())).asSlice(0, heap.byteSize());
+        MemorySegment.copy(heap, 0, n, 0, heap.byteSize());
+        return n;
+    }
+
+    /** Waits until {@code count} more signals from {@code peer} have arrived (within the communicator's deadline). */
+    public void waitSignal(int peer, long count) {
+        comm.windowOp(count, peer, () -> {
+            Transport t = comm.transport();
+            Engine e = comm.engine();
+            e.beginWait();
+            while (t.windowSignals[id][peer] - consumed[peer] < count) {
+                e.idle(t.poll(), null);
+            }
+            consumed[peer] += count;
+        });
+    }
+
+    /** Signals from {@code peer} that arrived but were not yet consumed by {@link #waitSignal}. */
+    public long pendingSignals(int peer) {
+        return comm.transport().windowSignals[id][peer] - consumed[peer];
+    }
+
+    @Override
+    public void close() {
+        for (MemoryRegion r : extraRegistrations) {
+            Transport.closeQuietly(r);
+        }
+        Transport.closeQuietly(local);
+    }
+
+    static long unusedTimeout() {
+        return TimeUnit.SECONDS.toNanos(1);
+    }
+}
