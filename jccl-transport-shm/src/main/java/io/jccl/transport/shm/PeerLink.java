@@ -23,6 +23,7 @@ final class PeerLink {
     final int entrySize;
     final int maxSge;
     final long domainId;
+    final long startTime;
     private final Arena arena;
 
     private PeerLink(long pid, int queuePairNumber, Arena arena, MemorySegment queuePairFile, ShmKeyTable keys) {
@@ -31,11 +32,13 @@ final class PeerLink {
         this.arena = arena;
         this.queuePairFile = queuePairFile;
         this.keys = keys;
-        this.regions = new PeerRegionCache(pid);
+
         this.depth = queuePairFile.get(ValueLayout.JAVA_INT, QueuePairFile.DEPTH);
         this.maxSge = queuePairFile.get(ValueLayout.JAVA_INT, QueuePairFile.MAX_SGE);
         this.entrySize = queuePairFile.get(ValueLayout.JAVA_INT, QueuePairFile.ENTRY_SIZE);
         this.domainId = queuePairFile.get(ValueLayout.JAVA_LONG, QueuePairFile.DOMAIN);
+        this.startTime = keys.ownerStartTime();
+        this.regions = new PeerRegionCache(pid, startTime);
     }
 
     /**
@@ -55,7 +58,7 @@ final class PeerLink {
                 + Integer.toHexString(destQpNumber) + " differs from the endpoint's QPN 0x"
                 + Integer.toHexString(remote.queuePairNumber()));
         }
-        if (!ShmFiles.isAlive(address.pid())) {
+        if (!ShmFiles.isAlive(address.pid(), ShmFiles.ownerStartTime(address.contextFile()))) {
             throw new VerbsException(VerbsException.Reason.CONNECTION, "shm peer process " + address.pid()
                 + " is not running");
         }
@@ -82,7 +85,8 @@ final class PeerLink {
             MemorySegment ctx = ShmFiles.mapExisting(ShmFiles.DIRECTORY.resolve(address.contextFile()),
                 ShmKeyTable.FILE_SIZE, arena);
             ShmKeyTable keys = new ShmKeyTable(ctx);
-            if (!keys.isWellFormed() || keys.ownerPid() != address.pid()) {
+            if (!keys.isWellFormed() || keys.ownerPid() != address.pid()
+                || keys.ownerStartTime() != ShmFiles.ownerStartTime(address.contextFile())) {
                 throw new VerbsException(VerbsException.Reason.REJECTED, "shm context file "
                     + address.contextFile() + " is not a context of process " + address.pid());
             }

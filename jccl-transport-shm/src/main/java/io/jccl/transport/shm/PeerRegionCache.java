@@ -13,6 +13,7 @@ import java.nio.file.Path;
  */
 final class PeerRegionCache {
     private final long ownerPid;
+    private final long ownerStartTime;
     private long[] ids = new long[16];
     private MemorySegment[] maps = new MemorySegment[16];
     private Arena[] arenas = new Arena[16];
@@ -20,8 +21,9 @@ final class PeerRegionCache {
     private int[] rkeys = new int[16];
     private int size;
 
-    PeerRegionCache(long ownerPid) {
+    PeerRegionCache(long ownerPid, long ownerStartTime) {
         this.ownerPid = ownerPid;
+        this.ownerStartTime = ownerStartTime;
     }
 
     private static int home(long id, int mask) {
@@ -44,7 +46,7 @@ final class PeerRegionCache {
         if (fileId == 0) {
             return null;
         }
-        Path path = ShmFiles.DIRECTORY.resolve(ShmFiles.name(ownerPid, fileId, ShmFiles.REGION));
+        Path path = ShmFiles.DIRECTORY.resolve(ShmFiles.name(ownerPid, ownerStartTime, fileId, ShmFiles.REGION));
         Arena arena = Arena.ofShared();
         MemorySegment mapping;
         try {

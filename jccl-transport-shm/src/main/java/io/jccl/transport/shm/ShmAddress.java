@@ -45,7 +45,8 @@ public record ShmAddress(String bootId, long pid, String contextFile, String que
         if (!ShmFiles.isValidName(address.contextFile, ShmFiles.CONTEXT)
             || !ShmFiles.isValidName(address.queuePairFile, ShmFiles.QUEUE_PAIR)
             || ShmFiles.ownerPid(address.contextFile) != address.pid
-            || ShmFiles.ownerPid(address.queuePairFile) != address.pid) {
+            || ShmFiles.ownerPid(address.queuePairFile) != address.pid
+            || ShmFiles.ownerStartTime(address.contextFile) != ShmFiles.ownerStartTime(address.queuePairFile)) {
             throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT,
                 "shm endpoint address names files the provider would not create: '" + text + "'");
         }

@@ -25,7 +25,7 @@ public final class ShmContext extends AbstractContext {
 
     private final Arena arena = Arena.ofShared();
     private final long fileId = ShmFiles.newFileId();
-    private final String fileName = ShmFiles.name(ShmFiles.selfPid(), fileId, ShmFiles.CONTEXT);
+    private final String fileName = ShmFiles.name(fileId, ShmFiles.CONTEXT);
     private final Path path = ShmFiles.DIRECTORY.resolve(fileName);
     private final ShmKeyTable keyTable;
     private final DeviceAttributes attributes;

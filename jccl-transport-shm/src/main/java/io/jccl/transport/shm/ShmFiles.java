@@ -26,9 +26,10 @@ import java.util.regex.Pattern;
  * The provider's files under {@code /dev/shm} (or {@code JCCL_SHM_DIR}): naming, creation with mode 0600, mapping,
  * removal on close and at JVM exit, reaping of files whose owner process died, host identity and process liveness.
  *
- * <p>Every name is {@code jccl-<owner pid>-<16 random hex digits>-<kind>}: the pid lets a later process see that the
- * owner is gone and reap the file; the random part (64 bits from a CSPRNG) makes names unguessable, so a process
- * that was not given an endpoint or key cannot find a region by listing names it could predict.
+ * <p>Every name is {@code jccl-<owner pid>-<owner start time>-<16 random hex digits>-<kind>}: pid and start time
+ * (clock ticks since boot, from /proc) let a later process see that the owner is gone and reap the file, even when
+ * the pid was reused since; the random part (64 bits from a CSPRNG) makes names unguessable, so a process that
+ * was not given an endpoint or key cannot find a region by listing names it could predict.
  */
 public final class ShmFiles {
     /** Directory of the provider's files. */
@@ -40,11 +41,12 @@ public final class ShmFiles {
     /** Suffix of queue-pair files (state word, receive ring). */
     public static final String QUEUE_PAIR = "qp";
 
-    private static final Pattern NAME = Pattern.compile("jccl-(\\d{1,10})-([0-9a-f]{16})-(ctx|mr|qp)");
+    private static final Pattern NAME = Pattern.compile("jccl-(\\d{1,10})-(\\d{1,20})-([0-9a-f]{16})-(ctx|mr|qp)");
     private static final FileAttribute<Set<PosixFilePermission>> OWNER_ONLY =
         PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------"));
     private static final Set<Path> OWNED = ConcurrentHashMap.newKeySet();
     private static final long SELF_PID = ProcessHandle.current().pid();
+    private static final long SELF_START_TIME = startTime(SELF_PID);
     private static volatile String bootId;
     private static volatile boolean hookInstalled;
 
@@ -61,15 +63,31 @@ public final class ShmFiles {
         return SecureIds.nonce();
     }
 
-    /** The file name for {@code owner pid}, {@code file id} and kind suffix. */
-    public static String name(long pid, long fileId, String kind) {
-        return "jccl-" + pid + "-" + HexFormat.of().toHexDigits(fileId) + "-" + kind;
+    /** This process's start time (clock ticks since boot; 0 when /proc is unavailable). */
+    public static long selfStartTime() {
+        return SELF_START_TIME;
+    }
+
+    /** The name of a file of this process with {@code file id} and kind suffix. */
+    public static String name(long fileId, String kind) {
+        return name(SELF_PID, SELF_START_TIME, fileId, kind);
+    }
+
+    /** The file name for owner {@code pid} started at {@code startTime}, {@code file id} and kind suffix. */
+    public static String name(long pid, long startTime, long fileId, String kind) {
+        return "jccl-" + pid + "-" + startTime + "-" + HexFormat.of().toHexDigits(fileId) + "-" + kind;
     }
 
     /** Whether {@code name} is a well-formed provider file name of kind {@code kind} (no path separators). */
     public static boolean isValidName(String name, String kind) {
         Matcher m = NAME.matcher(name);
-        return m.matches() && m.group(3).equals(kind);
+        return m.matches() && m.group(4).equals(kind);
+    }
+
+    /** The owner start time embedded in a well-formed name, or -1. */
+    public static long ownerStartTime(String name) {
+        Matcher m = NAME.matcher(name);
+        return m.matches() ? Long.parseLong(m.group(2)) : -1;
     }
 
     /** The owner pid embedded in a well-formed name, or -1. */
@@ -176,7 +194,8 @@ public final class ShmFiles {
                     continue;
                 }
                 long pid = Long.parseLong(m.group(1));
-                if (pid != SELF_PID && !isAlive(pid)) {
+                long startTime = Long.parseLong(m.group(2));
+                if (pid != SELF_PID && !isAlive(pid, startTime)) {
                     try {
                         if (Files.deleteIfExists(entry)) {
                             removed++;
@@ -197,6 +216,14 @@ public final class ShmFiles {
      * Reads {@code /proc/<pid>/stat}; allocates, so callers rate-limit it.
      */
     public static boolean isAlive(long pid) {
+        return isAlive(pid, 0);
+    }
+
+    /**
+     * Like {@link #isAlive(long)}, and when {@code startTime} is not 0 also that the process is the one that
+     * started at that time ({@link #startTime}): a pid reused by an unrelated process counts as dead.
+     */
+    public static boolean isAlive(long pid, long startTime) {
         if (pid == SELF_PID) {
             return true;
         }
@@ -205,11 +232,29 @@ public final class ShmFiles {
             String text = Files.readString(stat);
             int close = text.lastIndexOf(')');
             char state = close >= 0 && close + 2 < text.length() ? text.charAt(close + 2) : '?';
-            return state != 'Z' && state != 'X';
+            if (state == 'Z' || state == 'X') {
+                return false;
+            }
+            return startTime == 0 || parseStartTime(text) == startTime;
         } catch (NoSuchFileException e) {
             return false;
         } catch (IOException | RuntimeException e) {
             return ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false);
         }
+    }
+
+    /** The start time of process {@code pid} in clock ticks since boot (field 22 of /proc/pid/stat), or 0. */
+    public static long startTime(long pid) {
+        try {
+            return parseStartTime(Files.readString(Path.of("/proc", Long.toString(pid), "stat")));
+        } catch (IOException | RuntimeException e) {
+            return 0;
+        }
+    }
+
+    private static long parseStartTime(String stat) {
+        // Fields after the command (which may contain spaces) start with field 3 (state); starttime is field 22.
+        String[] fields = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+        return Long.parseLong(fields[19]);
     }
 }

@@ -16,7 +16,7 @@ import java.lang.invoke.VarHandle;
  * release store; a peer's next lookup sees it.
  *
  * <pre>
- * header (128 B): magic u64 | version u32 | capacity u32 | owner pid u64
+ * header (128 B): magic u64 | version u32 | capacity u32 | owner pid u64 | owner start time u64
  * entry  (128 B): seq u64 | rkey u32 | state u32 | access u32 | kind u32 | address u64 | length u64
  *                 | file id u64 | file offset u64 | protection-domain id u64 | (64) users u32
  * </pre>
@@ -112,12 +112,18 @@ public final class ShmKeyTable {
         table.set(ValueLayout.JAVA_INT, 8, 1);
         table.set(ValueLayout.JAVA_INT, 12, CAPACITY);
         table.set(ValueLayout.JAVA_LONG, 16, ownerPid);
+        table.set(ValueLayout.JAVA_LONG, 24, ShmFiles.selfStartTime());
         LONG.setRelease(table, 0L, MAGIC);
     }
 
     /** Whether the header carries the magic number and expected capacity. */
     public boolean isWellFormed() {
         return (long) LONG.getAcquire(table, 0L) == MAGIC && table.get(ValueLayout.JAVA_INT, 12) == CAPACITY;
+    }
+
+    /** The owner's start time (clock ticks since boot; 0 when unknown): tells a reused pid from the owner. */
+    public long ownerStartTime() {
+        return table.get(ValueLayout.JAVA_LONG, 24);
     }
 
     /** The owner pid recorded in the header. */

@@ -31,7 +31,7 @@ public final class ShmProtectionDomain extends AbstractProtectionDomain {
     @Override
     protected SoftMemoryRegion allocate(long length, int access, int regionCount) {
         long fileId = ShmFiles.newFileId();
-        Path path = ShmFiles.DIRECTORY.resolve(ShmFiles.name(ShmFiles.selfPid(), fileId, ShmFiles.REGION));
+        Path path = ShmFiles.DIRECTORY.resolve(ShmFiles.name(fileId, ShmFiles.REGION));
         long fileSize = (length + PAGE - 1) & -PAGE;
         Arena arena = Arena.ofShared();
         MemorySegment mapping;

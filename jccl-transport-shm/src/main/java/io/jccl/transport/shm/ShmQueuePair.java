@@ -88,7 +88,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
         this.entrySize = QueuePairFile.entrySize(init.maxReceiveSge());
         this.cma = new CrossMemoryAttach(arena);
         this.processProbe = new ProcessProbe(arena);
-        this.fileName = ShmFiles.name(ShmFiles.selfPid(), ShmFiles.newFileId(), ShmFiles.QUEUE_PAIR);
+        this.fileName = ShmFiles.name(ShmFiles.newFileId(), ShmFiles.QUEUE_PAIR);
         this.path = ShmFiles.DIRECTORY.resolve(fileName);
         MemorySegment mapped;
         try {
@@ -255,7 +255,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
         }
         if (!peerDead && now - lastLivenessCheckNs >= LIVENESS_INTERVAL_NS) {
             lastLivenessCheckNs = now;
-            if (!ShmFiles.isAlive(peer.pid)) {
+            if (!ShmFiles.isAlive(peer.pid, peer.startTime)) {
                 peerDead = true;
                 counters.increment(Counter.LINK_DOWNED);
             }

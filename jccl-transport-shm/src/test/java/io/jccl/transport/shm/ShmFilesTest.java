@@ -40,7 +40,7 @@ class ShmFilesTest {
         assertEquals(4, created.size(), "ctx, qp and two mr files: " + created);
         for (Path path : created) {
             assertEquals("rw-------", PosixFilePermissions.toString(Files.getPosixFilePermissions(path)));
-            assertTrue(path.getFileName().toString().matches("jccl-\\d+-[0-9a-f]{16}-(ctx|qp|mr)"), path.toString());
+            assertTrue(path.getFileName().toString().matches("jccl-\\d+-\\d+-[0-9a-f]{16}-(ctx|qp|mr)"), path.toString());
         }
         Path secondFile = ((ShmMemoryRegion) second).path();
         second.close();

@@ -24,7 +24,10 @@ public final class ShmPostCostProbe {
             SendWorkRequest w = new SendWorkRequest();
             ReceiveWorkRequest r = new ReceiveWorkRequest();
             WorkCompletion[] wc = WorkCompletion.array(4);
+            com.sun.management.ThreadMXBean threads =
+                (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
             for (int round = 0; round < 3; round++) {
+                long bytes0 = threads.getCurrentThreadAllocatedBytes();
                 long t0 = System.nanoTime();
                 for (int i = 0; i < n; i++) {
                     a.qp.postSend(w.opcode(SendOpcode.RDMA_WRITE).flags(0).local(ra, 0, 8)
@@ -37,8 +40,10 @@ public final class ShmPostCostProbe {
                     b.cq.poll(wc, 4);
                 }
                 long t2 = System.nanoTime();
-                System.out.printf("WRITE post+execute: %.0f ns/op; SEND+recv completion+repost: %.0f ns/op%n",
-                    (t1 - t0) / (double) n, (t2 - t1) / (double) n);
+                long allocated = threads.getCurrentThreadAllocatedBytes() - bytes0;
+                System.out.printf("WRITE post+execute: %.0f ns/op; SEND+recv completion+repost: %.0f ns/op; "
+                    + "allocated %.3f bytes/op%n", (t1 - t0) / (double) n, (t2 - t1) / (double) n,
+                    allocated / (2.0 * n));
             }
         }
     }
