@@ -1,0 +1,158 @@
+package io.jccl.transport.tcp;
+
+import io.jccl.verbs.AccessFlag;
+import io.jccl.verbs.CompletionQueue;
+import io.jccl.verbs.Context;
+import io.jccl.verbs.Endpoint;
+import io.jccl.verbs.MemoryRegion;
+import io.jccl.verbs.ProtectionDomain;
+import io.jccl.verbs.QueuePair;
+import io.jccl.verbs.QueuePairAttributes;
+import io.jccl.verbs.QueuePairInitAttributes;
+import io.jccl.verbs.ReceiveWorkRequest;
+import io.jccl.verbs.SendFlag;
+import io.jccl.verbs.SendOpcode;
+import io.jccl.verbs.SendWorkRequest;
+import io.jccl.verbs.Verbs;
+import io.jccl.verbs.WorkCompletion;
+import io.jccl.verbs.WorkCompletionOpcode;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.lang.foreign.ValueLayout;
+import java.nio.charset.StandardCharsets;
+import java.util.SplittableRandom;
+
+/**
+ * A peer process for {@link TcpSystemTest}, run inside a network namespace. Line protocol on stdin/stdout:
+ * it prints {@code READY <endpoint> <region address> <rkey>}, then answers {@code CONNECT <endpoint>},
+ * {@code EXERCISE <address> <rkey> <bytes>} (WRITE, READ back, atomics, SENDs with immediate against the peer),
+ * {@code RECEIVE <n>} (wait for n SENDs and check them) and {@code QUIT}. Answers start with OK or FAIL.
+ */
+public final class TcpPeerMain {
+    private static final int REGION = 16 << 20;
+    private static final int ATOMIC_OFFSET = REGION - 64;
+
+    private TcpPeerMain() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        try (Context context = Verbs.device("tcp0").open()) {
+            ProtectionDomain pd = context.allocateProtectionDomain();
+            CompletionQueue cq = context.createCompletionQueue(1024);
+            QueuePair qp = pd.createQueuePair(QueuePairInitAttributes.of(cq).withDepths(64, 64));
+            qp.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ,
+                AccessFlag.REMOTE_ATOMIC));
+            MemoryRegion region = pd.allocateMemory(REGION, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE,
+                AccessFlag.REMOTE_READ, AccessFlag.REMOTE_ATOMIC);
+            System.out.println("READY " + qp.localEndpoint().encode() + " " + region.address() + " " + region.rkey()
+                + " " + context.query().ports().getFirst().gid());
+            System.out.flush();
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            String line;
+            while ((line = in.readLine()) != null) {
+                String[] w = line.trim().split(" ");
+                try {
+                    String answer = switch (w[0]) {
+                        case "CONNECT" -> {
+                            Endpoint peer = Endpoint.decode(w[1]);
+                            qp.modify(QueuePairAttributes.toReadyToReceive(peer));
+                            qp.modify(QueuePairAttributes.toReadyToSend(qp.initialPsn()));
+                            ReceiveWorkRequest recv = new ReceiveWorkRequest();
+                            for (int i = 0; i < 8; i++) {
+                                recv.wrId(i);
+                                recv.local(region, 8L * 1024 * 1024 + i * 4096L, 4096);
+                                qp.postReceive(recv);
+                            }
+                            yield "OK connected";
+                        }
+                        case "EXERCISE" -> exercise(qp, cq, region, Long.parseLong(w[1]), Integer.parseInt(w[2]),
+                            Integer.parseInt(w[3]));
+                        case "RECEIVE" -> receive(cq, region, Integer.parseInt(w[1]));
+                        case "QUIT" -> "OK bye";
+                        default -> "FAIL unknown command " + w[0];
+                    };
+                    System.out.println(answer);
+                } catch (RuntimeException e) {
+                    System.out.println("FAIL " + e);
+                }
+                System.out.flush();
+                if (w[0].equals("QUIT")) {
+                    break;
+                }
+            }
+        }
+    }
+
+    private static WorkCompletion await(CompletionQueue cq) {
+        WorkCompletion[] wc = WorkCompletion.array(1);
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        while (System.nanoTime() < deadline) {
+            if (cq.poll(wc, 1, 10_000_000L) == 1) {
+                if (!wc[0].isSuccess()) {
+                    throw new IllegalStateException("completion " + wc[0].status() + " for wr " + wc[0].wrId());
+                }
+                return wc[0];
+            }
+        }
+        throw new IllegalStateException("no completion within 30 s");
+    }
+
+    private static String exercise(QueuePair qp, CompletionQueue cq, MemoryRegion region, long address, int rkey,
+                                   int bytes) {
+        SplittableRandom random = new SplittableRandom(bytes);
+        for (long i = 0; i < bytes; i += 8) {
+            region.segment().set(ValueLayout.JAVA_LONG, i, random.nextLong());
+        }
+        long start = System.nanoTime();
+        SendWorkRequest wr = new SendWorkRequest();
+        qp.postSend(wr.wrId(1).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED).remote(address, rkey)
+            .local(region, 0, bytes));
+        await(cq);
+        long writeNs = System.nanoTime() - start;
+        qp.postSend(wr.wrId(2).opcode(SendOpcode.RDMA_READ).remote(address, rkey).local(region, bytes, bytes));
+        await(cq);
+        long mismatch = region.segment().asSlice(0, bytes).mismatch(region.segment().asSlice(bytes, bytes));
+        if (mismatch >= 0) {
+            return "FAIL READ returned different bytes at " + mismatch;
+        }
+        for (int i = 0; i < 100; i++) {
+            qp.postSend(wr.wrId(3).opcode(SendOpcode.ATOMIC_FETCH_AND_ADD).atomic(1, 0)
+                .remote(address + ATOMIC_OFFSET, rkey).local(region, ATOMIC_OFFSET, 8));
+            await(cq);
+        }
+        long seen = region.segment().get(ValueLayout.JAVA_LONG, ATOMIC_OFFSET);
+        qp.postSend(wr.wrId(4).opcode(SendOpcode.ATOMIC_CMP_AND_SWP).atomic(100, 4242)
+            .remote(address + ATOMIC_OFFSET, rkey).local(region, ATOMIC_OFFSET, 8));
+        await(cq);
+        long swapped = region.segment().get(ValueLayout.JAVA_LONG, ATOMIC_OFFSET);
+        for (int i = 0; i < 4; i++) {
+            region.segment().fill((byte) 0);
+            region.segment().asSlice(0, 1000).fill((byte) (i + 1));
+            qp.postSend(wr.wrId(5).opcode(SendOpcode.SEND_WITH_IMM).immediateData(1000 + i).local(region, 0, 1000));
+            await(cq);
+        }
+        return "OK write " + bytes + " B in " + writeNs / 1000 + " us, fetch-add saw " + seen + ", swap saw "
+            + swapped;
+    }
+
+    private static String receive(CompletionQueue cq, MemoryRegion region, int n) {
+        StringBuilder sb = new StringBuilder("OK");
+        for (int i = 0; i < n; i++) {
+            WorkCompletion wc = await(cq);
+            if (wc.opcode() != WorkCompletionOpcode.RECV || wc.byteLength() != 1000
+                || wc.immediateData() != 1000 + i) {
+                return "FAIL receive " + i + ": " + wc.opcode() + " " + wc.byteLength() + " " + wc.immediateData();
+            }
+            long base = 8L * 1024 * 1024 + wc.wrId() * 4096L;
+            for (int b = 0; b < 1000; b++) {
+                if (region.segment().get(ValueLayout.JAVA_BYTE, base + b) != (byte) (i + 1)) {
+                    return "FAIL receive " + i + " byte " + b;
+                }
+            }
+            sb.append(" imm=").append(wc.immediateData());
+        }
+        long counter = region.segment().get(ValueLayout.JAVA_LONG, ATOMIC_OFFSET);
+        return sb.append(" atomic=").append(counter).toString();
+    }
+}

@@ -1,0 +1,164 @@
+package io.jccl.transport.tcp;
+
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import java.io.BufferedReader;
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStreamWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * Two peer JVMs on two "hosts" (network namespaces from scripts/netns.sh joined by a bridge), doing WRITE, READ,
+ * atomics and SEND with immediate across the link, then again with the link shaped to 200 Mbit/s and 2% random
+ * packet loss. Skipped, with the reason, where network namespaces cannot be created (not root, no iproute2).
+ */
+class TcpSystemTest {
+    private static final String PREFIX = "jtcp";
+    private static Path script;
+
+    @BeforeAll
+    static void upTestBed() throws Exception {
+        assumeTrue("root".equals(System.getProperty("user.name")),
+            "needs root to create network namespaces (running as " + System.getProperty("user.name") + ")");
+        Path candidate = Path.of(System.getProperty("user.dir")).resolve("../scripts/netns.sh").normalize();
+        assumeTrue(Files.isExecutable(candidate), "scripts/netns.sh not found at " + candidate);
+        assumeTrue(run(List.of("ip", "netns", "list")) == 0, "'ip netns' is not available (install iproute2)");
+        script = candidate;
+        int rc = run(List.of("env", "JCCL_NETNS_PREFIX=" + PREFIX, script.toString(), "up", "2"));
+        assumeTrue(rc == 0, "scripts/netns.sh up 2 failed (rc " + rc + "): cannot create network namespaces here");
+    }
+
+    @AfterAll
+    static void downTestBed() throws Exception {
+        if (script != null) {
+            run(List.of("env", "JCCL_NETNS_PREFIX=" + PREFIX, script.toString(), "down"));
+        }
+    }
+
+    private static int run(List<String> command) throws IOException, InterruptedException {
+        Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
+        String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        if (!p.waitFor(60, TimeUnit.SECONDS)) {
+            p.destroyForcibly();
+            return -1;
+        }
+        if (p.exitValue() != 0) {
+            System.err.println(String.join(" ", command) + ": " + output);
+        }
+        return p.exitValue();
+    }
+
+    /** A peer JVM inside a namespace. */
+    private static final class Peer implements AutoCloseable {
+        final Process process;
+        final BufferedWriter in;
+        final BlockingQueue<String> lines = new ArrayBlockingQueue<>(256);
+
+        Peer(int host) throws IOException {
+            List<String> command = new ArrayList<>(List.of("ip", "netns", "exec", PREFIX + "-h" + host,
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "--enable-native-access=ALL-UNNAMED", "-Djccl.socket.ifname==eth0", "-Xss1m", "-XX:+UseSerialGC",
+                "-cp", System.getProperty("java.class.path"), TcpPeerMain.class.getName()));
+            process = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT).start();
+            in = new BufferedWriter(new OutputStreamWriter(process.getOutputStream(), StandardCharsets.UTF_8));
+            Thread reader = new Thread(() -> {
+                try (BufferedReader out = new BufferedReader(new InputStreamReader(process.getInputStream(),
+                    StandardCharsets.UTF_8))) {
+                    String line;
+                    while ((line = out.readLine()) != null) {
+                        lines.offer(line);
+                    }
+                } catch (IOException ignored) {
+                    // process gone
+                }
+            }, "peer-" + host);
+            reader.setDaemon(true);
+            reader.start();
+        }
+
+        String expect(String prefix) throws InterruptedException {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (System.nanoTime() < deadline) {
+                String line = lines.poll(100, TimeUnit.MILLISECONDS);
+                if (line == null) {
+                    if (!process.isAlive()) {
+                        fail("peer exited (" + process.exitValue() + ") before answering " + prefix);
+                    }
+                    continue;
+                }
+                if (line.startsWith("FAIL")) {
+                    fail("peer: " + line);
+                }
+                if (line.startsWith(prefix)) {
+                    return line;
+                }
+            }
+            fail("peer did not answer " + prefix + " within 60 s");
+            return null;
+        }
+
+        void send(String command) throws IOException {
+            in.write(command);
+            in.newLine();
+            in.flush();
+        }
+
+        @Override
+        public void close() throws Exception {
+            try {
+                send("QUIT");
+            } catch (IOException ignored) {
+                // already gone
+            }
+            if (!process.waitFor(5, TimeUnit.SECONDS)) {
+                process.destroyForcibly();
+            }
+        }
+    }
+
+    @Test
+    void shouldWriteReadRunAtomicsAndSendBetweenTwoHosts() throws Exception {
+        try (Peer a = new Peer(1); Peer b = new Peer(2)) {
+            String[] ra = a.expect("READY ").split(" ");
+            String[] rb = b.expect("READY ").split(" ");
+            assertEquals("10.77.0.1", ra[4], "peer 1 listens on its namespace's address");
+            assertEquals("10.77.0.2", rb[4]);
+            a.send("CONNECT " + rb[1]);
+            b.send("CONNECT " + ra[1]);
+            a.expect("OK connected");
+            b.expect("OK connected");
+            a.send("EXERCISE " + rb[2] + " " + rb[3] + " " + (4 << 20));
+            String result = a.expect("OK");
+            assertTrue(result.contains("fetch-add saw 99"), result);
+            assertTrue(result.contains("swap saw 100"), result);
+            b.send("RECEIVE 4");
+            String received = b.expect("OK");
+            assertTrue(received.contains("atomic=4242"), received);
+
+            // The same over a slow and lossy link: TCP repairs the losses, the verbs layer sees none.
+            assertEquals(0, run(List.of("env", "JCCL_NETNS_PREFIX=" + PREFIX, script.toString(), "shape",
+                "--rate", "200mbit", "--loss", "2")));
+            b.send("EXERCISE " + ra[2] + " " + ra[3] + " " + (1 << 20));
+            result = b.expect("OK");
+            assertTrue(result.contains("fetch-add saw 99"), result);
+            a.send("RECEIVE 4");
+            a.expect("OK");
+        }
+    }
+}
