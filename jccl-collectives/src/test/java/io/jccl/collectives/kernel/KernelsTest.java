@@ -13,7 +13,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.fail;
 
-class KernelsTest {
+public class KernelsTest {
     private static final int[] COUNTS = {0, 1, 2, 3, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 129, 1000, 4099};
     private static final int[] SOURCES = {1, 2, 3, 5, 8};
 
