@@ -79,6 +79,8 @@ public final class ShmQueuePair extends AbstractQueuePair {
     private long targetOffset;
     private int targetSlot;
     private int targetRkey;
+    /** Receive index claimed at the peer by the running request and not yet published, or -1. */
+    private long claimedReceive = -1;
 
     ShmQueuePair(ShmProtectionDomain domain, ShmContext context, QueuePairInitAttributes init) {
         super(domain, init);
@@ -276,10 +278,17 @@ public final class ShmQueuePair extends AbstractQueuePair {
                 finished = execute(slot);
             } catch (IllegalStateException | IndexOutOfBoundsException e) {
                 // A local region was deregistered (its mapping closed) while this request used it: the request
-                // fails as a local protection error instead of leaving the queue half-updated.
+                // fails as a local protection error instead of leaving the queue half-updated. A receive it had
+                // claimed at the peer is completed too (the peer goes to ERR), so the peer never waits on it.
+                if (claimedReceive >= 0 && peer != null) {
+                    publishResult(claimedReceive, WorkCompletionStatus.WR_FLUSH_ERR, WorkCompletionOpcode.RECV, 0, 0,
+                        false);
+                    peer.markError();
+                }
                 completeSend(WorkCompletionStatus.LOC_PROT_ERR, 0, 0);
                 finished = true;
             }
+            claimedReceive = -1;
             if (!finished) {
                 break;
             }
@@ -600,6 +609,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
                 return FINISHED;
             }
             if (LONG.compareAndSet(q, HEAD, head, head + 1)) {
+                claimedReceive = head;
                 return head;
             }
             // Lost the race to the owner's flush: it is going to ERR.
@@ -646,6 +656,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
         q.set(ValueLayout.JAVA_INT, e + E_WITH_IMM, withImmediate ? 1 : 0);
         q.set(ValueLayout.JAVA_INT, e + E_SRC_QPN, queuePairNumber);
         LONG.setRelease(q, e + E_DONE, index + 1);
+        claimedReceive = -1;
     }
 
     /** {@link #gatherToPrivate}, then leaves the key-table entry entered before it. */
