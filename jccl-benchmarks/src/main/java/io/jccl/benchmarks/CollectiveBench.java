@@ -1,0 +1,185 @@
+package io.jccl.benchmarks;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * JCCL collective timing with exactly the method and CSV of the peers' {@code mpi_coll.c}
+ * ({@code ../shared/peers/src/mpi_coll.c}), so that {@code bench/compare} compares like for like.
+ *
+ * <pre>
+ * usage: CollectiveBench &lt;impl-label&gt; [ops-spec] [blocks] [target_seconds]
+ *   ops-spec like "allreduce:8,1024;bcast:1048576;allgather:1048576" (bytes; allgather = total output bytes)
+ * </pre>
+ *
+ * <p>Method, per op and size: 3 warm-up ops; Barrier; 5 ops timed, the estimate is the MAX over ranks; iters =
+ * target / estimate clamped to [3, 20000]; then {@code blocks} blocks of Barrier + iters ops, block time = MAX over
+ * ranks of (elapsed / iters); median, min and max over the blocks. float32, SUM, out-of-place allreduce, broadcast
+ * from root 0 in place, allgather of count = bytes / 4 / n floats per rank. algbw = bytes / median; busbw = algbw ×
+ * 2(n-1)/n (allreduce), (n-1)/n (allgather), 1 (broadcast), as nccl-tests. Buffers come from the communicator's
+ * allocator (registered, page-aligned), one send and one receive buffer per size, freed after it. After the
+ * blocks every element of the result is checked (allreduce: n(n+1)/2; broadcast: 1; allgather: segment r = r+1);
+ * a mismatch prints the first bad element and exits with status 3.
+ *
+ * <p>The communicator comes from the environment that {@code ./jccl run -np N} sets (JCCL_RANK, JCCL_WORLD_SIZE,
+ * JCCL_STORE_ADDR …); {@code JCCL_BENCH_BACKEND=local} runs a single rank without communication (for testing the
+ * harness). CSV: {@code impl,op,nranks,bytes,iters,blocks,median_us,min_us,max_us,algbw_GBps,busbw_GBps}, printed
+ * by rank 0, preceded by a {@code #} line naming the library.
+ */
+public final class CollectiveBench {
+    static final String DEFAULT_SPEC = "allreduce:8,1024,65536,1048576,16777216,67108864;bcast:1048576,16777216;"
+        + "allgather:1048576,16777216";
+
+    private CollectiveBench() {
+    }
+
+    /** One (op, bytes) pair of the spec. */
+    record Case(String op, long bytes) {
+    }
+
+    /** Parses "op:size,size;op:size". */
+    static List<Case> parseSpec(String spec) {
+        List<Case> cases = new ArrayList<>();
+        for (String part : spec.split(";")) {
+            if (part.isBlank()) {
+                continue;
+            }
+            int colon = part.indexOf(':');
+            if (colon < 0) {
+                continue;
+            }
+            String op = part.substring(0, colon).trim();
+            if (!op.equals("allreduce") && !op.equals("bcast") && !op.equals("allgather")) {
+                throw new IllegalArgumentException("unknown op " + op + " (allreduce, bcast, allgather)");
+            }
+            for (String size : part.substring(colon + 1).split(",")) {
+                if (!size.isBlank()) {
+                    cases.add(new Case(op, Long.parseLong(size.trim())));
+                }
+            }
+        }
+        return cases;
+    }
+
+    /** Runs the benchmark; returns the exit status. */
+    public static int run(BenchBackend comm, String impl, String spec, int blocks, double target) {
+        int rank = comm.rank();
+        int n = comm.size();
+        blocks = Math.max(1, Math.min(blocks, 100));
+        if (rank == 0) {
+            System.out.println("# " + comm.describe());
+            System.out.println("impl,op,nranks,bytes,iters,blocks,median_us,min_us,max_us,algbw_GBps,busbw_GBps");
+            System.out.flush();
+        }
+        for (Case c : parseSpec(spec)) {
+            boolean ar = c.op().equals("allreduce");
+            boolean ag = c.op().equals("allgather");
+            long count = Math.max(1, ag ? c.bytes() / 4 / n : c.bytes() / 4);
+            long recvCount = count * (ag ? n : 1);
+            MemorySegment sb = comm.allocate(4 * count);
+            MemorySegment rb = comm.allocate(4 * recvCount);
+            try {
+                for (long i = 0; i < count; i++) {
+                    sb.setAtIndex(ValueLayout.JAVA_FLOAT, i, rank + 1);
+                }
+                rb.fill((byte) 0);
+                double factor = ar ? 2.0 * (n - 1) / n : ag ? (double) (n - 1) / n : 1.0;
+                Runnable op = ar ? () -> comm.allReduceSum(sb, rb, count)
+                    : ag ? () -> comm.allGather(sb, rb, count)
+                    : () -> comm.broadcast(sb, count, 0);
+                for (int i = 0; i < 3; i++) {
+                    op.run();
+                }
+                comm.barrier();
+                long t0 = System.nanoTime();
+                for (int i = 0; i < 5; i++) {
+                    op.run();
+                }
+                double est = (System.nanoTime() - t0) * 1e-9 / 5;
+                double gest = comm.maxOverRanks(est);
+                long iters = (long) (target / (gest > 1e-9 ? gest : 1e-9));
+                iters = Math.max(3, Math.min(iters, 20000));
+                double[] res = new double[blocks];
+                for (int b = 0; b < blocks; b++) {
+                    comm.barrier();
+                    t0 = System.nanoTime();
+                    for (long i = 0; i < iters; i++) {
+                        op.run();
+                    }
+                    double t = (System.nanoTime() - t0) * 1e-9 / iters;
+                    res[b] = comm.maxOverRanks(t);
+                }
+                String bad = check(c.op(), rank, n, sb, rb, count);
+                if (bad != null) {
+                    System.err.printf(Locale.ROOT, "rank %d %s %d: %s%n", rank, c.op(), c.bytes(), bad);
+                    System.err.flush();
+                    return 3;
+                }
+                if (rank == 0) {
+                    Arrays.sort(res);
+                    double med = res[blocks / 2];
+                    double algbw = c.bytes() / med / 1e9;
+                    System.out.printf(Locale.ROOT, "%s,%s,%d,%d,%d,%d,%.2f,%.2f,%.2f,%.3f,%.3f%n", impl, c.op(), n,
+                        c.bytes(), iters, blocks, med * 1e6, res[0] * 1e6, res[blocks - 1] * 1e6, algbw,
+                        algbw * factor);
+                    System.out.flush();
+                }
+            } finally {
+                comm.free(sb);
+                comm.free(rb);
+            }
+        }
+        return 0;
+    }
+
+    /** Checks every element of the result; returns a description of the first mismatch, or null. */
+    static String check(String op, int rank, int n, MemorySegment sb, MemorySegment rb, long count) {
+        switch (op) {
+            case "allreduce" -> {
+                float expect = n * (n + 1) / 2.0f;
+                for (long i = 0; i < count; i++) {
+                    float got = rb.getAtIndex(ValueLayout.JAVA_FLOAT, i);
+                    if (got != expect) {
+                        return "element " + i + ": got " + got + " expect " + expect;
+                    }
+                }
+            }
+            case "allgather" -> {
+                for (int r = 0; r < n; r++) {
+                    for (long i = 0; i < count; i++) {
+                        float got = rb.getAtIndex(ValueLayout.JAVA_FLOAT, r * count + i);
+                        if (got != r + 1) {
+                            return "segment " + r + " element " + i + ": got " + got + " expect " + (r + 1);
+                        }
+                    }
+                }
+            }
+            default -> {
+                for (long i = 0; i < count; i++) {
+                    float got = sb.getAtIndex(ValueLayout.JAVA_FLOAT, i);
+                    if (got != 1.0f) {
+                        return "element " + i + ": got " + got + " expect 1.0";
+                    }
+                }
+            }
+        }
+        return null;
+    }
+
+    /** Entry point: {@code <impl-label> [ops-spec] [blocks] [target_seconds]}. */
+    public static void main(String[] args) throws Exception {
+        String impl = args.length > 0 ? args[0] : "jccl";
+        String spec = args.length > 1 ? args[1] : DEFAULT_SPEC;
+        int blocks = args.length > 2 ? Integer.parseInt(args[2]) : 5;
+        double target = args.length > 3 ? Double.parseDouble(args[3]) : 0.2;
+        int status;
+        try (BenchBackend comm = BenchBackend.fromEnvironment()) {
+            status = run(comm, impl, spec, blocks, target);
+        }
+        System.exit(status);
+    }
+}
