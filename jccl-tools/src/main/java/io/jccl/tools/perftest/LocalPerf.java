@@ -28,6 +28,9 @@ final class LocalPerf {
         int port = JcclRuntime.freePort();
         List<String> args = new ArrayList<>(List.of("perf", test.id(), "-d", device.name(), "-p",
             String.valueOf(port), "-r", String.valueOf(command.rxDepth), "--accept-timeout", "120000"));
+        if (command.events) {
+            args.add("-e");
+        }
         List<String> jvmOptions = new ArrayList<>();
         for (Map.Entry<Object, Object> e : System.getProperties().entrySet()) {
             String key = String.valueOf(e.getKey());

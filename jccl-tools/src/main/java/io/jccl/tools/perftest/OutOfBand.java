@@ -1,60 +1,54 @@
 package io.jccl.tools.perftest;
 
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.net.ServerSocket;
-import java.net.Socket;
 import java.net.SocketTimeoutException;
+import java.net.StandardSocketOptions;
+import java.nio.ByteBuffer;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
 
 /**
  * The out-of-band TCP channel between perf client and server, as perftest's port-18515 exchange: the client sends
  * its test plan, both sides send their queue pairs' connection records (endpoint, rkey, address), and the channel
- * then carries the barriers between sizes and the final "done". Lines of UTF-8 text.
+ * then carries the barriers between sizes and the final "done". Lines of ASCII text.
  *
- * <p>While a test runs, the loops call {@link #peerGone()} every few milliseconds, so a side whose peer died
- * stops with an error instead of waiting forever.
+ * <p>While a test runs, the loops call {@link #peerGone()} every few milliseconds (see {@link #due()}): a
+ * non-blocking read that notices a closed connection or an error line, so a side whose peer died stops with an
+ * error instead of waiting forever. It allocates nothing unless a line arrived.
  */
 public final class OutOfBand implements AutoCloseable {
     private static final long CHECK_INTERVAL_NS = 20_000_000L;
-    private static final long EOF_PROBE_INTERVAL_NS = 1_000_000_000L;
 
-    private final Socket socket;
-    private final InputStream in;
-    private final OutputStream out;
+    private final SocketChannel channel;
+    private final ByteBuffer buffer = ByteBuffer.allocate(8192);
     private final StringBuilder partial = new StringBuilder();
-    private final byte[] one = new byte[1];
-    private String pending;
+    private final ArrayDeque<String> lines = new ArrayDeque<>();
     private long lastCheckNs = System.nanoTime();
-    private long lastProbeNs = System.nanoTime();
     private boolean closedByPeer;
 
-    private OutOfBand(Socket socket) throws IOException {
-        this.socket = socket;
-        socket.setTcpNoDelay(true);
-        this.in = socket.getInputStream();
-        this.out = socket.getOutputStream();
+    private OutOfBand(SocketChannel channel) throws IOException {
+        this.channel = channel;
+        channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
+        channel.configureBlocking(true);
     }
 
     /**
      * Server side: listens on {@code port} (all interfaces) and accepts one client.
      *
      * @param acceptTimeoutMs 0 waits forever
-     * @param onListening called once the socket listens (local mode starts the client then)
      */
-    public static OutOfBand accept(int port, int acceptTimeoutMs, Runnable onListening) throws IOException {
-        try (ServerSocket server = new ServerSocket()) {
-            server.setReuseAddress(true);
+    public static OutOfBand accept(int port, int acceptTimeoutMs) throws IOException {
+        try (ServerSocketChannel server = ServerSocketChannel.open()) {
+            server.setOption(StandardSocketOptions.SO_REUSEADDR, true);
             server.bind(new InetSocketAddress(port));
-            server.setSoTimeout(acceptTimeoutMs);
-            if (onListening != null) {
-                onListening.run();
-            }
+            server.socket().setSoTimeout(acceptTimeoutMs);
             try {
-                return new OutOfBand(server.accept());
+                // The socket adaptor honours the timeout, the channel's accept() would not.
+                return new OutOfBand(server.socket().accept().getChannel());
             } catch (SocketTimeoutException e) {
                 throw new IOException("no client connected to port " + port + " within " + acceptTimeoutMs + " ms");
             }
@@ -67,13 +61,13 @@ public final class OutOfBand implements AutoCloseable {
         IOException last = null;
         InetAddress address = InetAddress.getByName(host);
         do {
-            Socket socket = new Socket();
+            SocketChannel channel = SocketChannel.open();
             try {
-                socket.connect(new InetSocketAddress(address, port), Math.max(1, timeoutMs));
-                return new OutOfBand(socket);
+                channel.socket().connect(new InetSocketAddress(address, port), Math.max(1, timeoutMs));
+                return new OutOfBand(channel);
             } catch (IOException e) {
                 last = e;
-                socket.close();
+                channel.close();
                 try {
                     Thread.sleep(50);
                 } catch (InterruptedException ie) {
@@ -88,23 +82,21 @@ public final class OutOfBand implements AutoCloseable {
 
     /** Sends one line. */
     public void send(String line) throws IOException {
-        out.write((line + "\n").getBytes(StandardCharsets.UTF_8));
-        out.flush();
+        ByteBuffer bytes = ByteBuffer.wrap((line + "\n").getBytes(StandardCharsets.US_ASCII));
+        while (bytes.hasRemaining()) {
+            channel.write(bytes);
+        }
     }
 
     /** Reads one line, waiting as long as it takes. */
     public String receive() throws IOException {
-        if (pending != null) {
-            String line = pending;
-            pending = null;
-            return line;
+        while (lines.isEmpty()) {
+            if (closedByPeer) {
+                throw new IOException("peer closed the out-of-band connection");
+            }
+            fill(true);
         }
-        socket.setSoTimeout(0);
-        String line = readLine();
-        if (line == null) {
-            throw new IOException("peer closed the out-of-band connection");
-        }
-        return line;
+        return lines.poll();
     }
 
     /** Reads one line and checks it is {@code expected}. */
@@ -124,28 +116,12 @@ public final class OutOfBand implements AutoCloseable {
         expect(token);
     }
 
-    /**
-     * Non-blocking: the next line if one has fully arrived, else null. Rate-limited by the caller's loop:
-     * call it from polling loops through {@link #due()}.
-     */
+    /** Non-blocking: the next line if one has fully arrived (it stays unread until {@link #receive()}), else null. */
     public String poll() throws IOException {
-        if (pending != null) {
-            return pending;
+        if (lines.isEmpty() && !closedByPeer) {
+            fill(false);
         }
-        while (in.available() > 0) {
-            int b = in.read();
-            if (b < 0) {
-                closedByPeer = true;
-                return null;
-            }
-            if (b == '\n') {
-                pending = partial.toString();
-                partial.setLength(0);
-                return pending;
-            }
-            partial.append((char) b);
-        }
-        return null;
+        return lines.peek();
     }
 
     /** Whether enough time passed since the last check for a loop to call {@link #peerGone()} again. */
@@ -158,41 +134,11 @@ public final class OutOfBand implements AutoCloseable {
         return true;
     }
 
-    /**
-     * Whether the peer closed the connection (it exited or failed). Checks arrived lines without blocking, and
-     * about once a second probes for end-of-stream with a 1 ms read.
-     */
+    /** Whether the peer closed the connection (it exited or failed); throws when it sent an error line. */
     public boolean peerGone() throws IOException {
-        if (closedByPeer) {
-            return true;
-        }
         String line = poll();
         if (line != null && line.startsWith("error ")) {
             throw new IOException("peer failed: " + line.substring(6));
-        }
-        long now = System.nanoTime();
-        if (line == null && now - lastProbeNs > EOF_PROBE_INTERVAL_NS) {
-            lastProbeNs = now;
-            socket.setSoTimeout(1);
-            try {
-                int n = in.read(one, 0, 1);
-                if (n < 0) {
-                    closedByPeer = true;
-                } else if (n == 1) {
-                    if (one[0] == '\n') {
-                        pending = partial.toString();
-                        partial.setLength(0);
-                    } else {
-                        partial.append((char) one[0]);
-                    }
-                }
-            } catch (SocketTimeoutException ignored) {
-                // nothing arrived: the peer is alive
-            } catch (IOException e) {
-                closedByPeer = true;
-            } finally {
-                socket.setSoTimeout(0);
-            }
         }
         return closedByPeer;
     }
@@ -206,31 +152,58 @@ public final class OutOfBand implements AutoCloseable {
         }
     }
 
-    private String readLine() throws IOException {
-        while (true) {
-            int b = in.read();
-            if (b < 0) {
-                closedByPeer = true;
-                return null;
+    /** Reads what is there (or, blocking, until a line is complete) and queues the complete lines. */
+    private void fill(boolean block) throws IOException {
+        if (!block) {
+            channel.configureBlocking(false);
+        }
+        try {
+            while (lines.isEmpty()) {
+                buffer.clear();
+                int n;
+                try {
+                    n = channel.read(buffer);
+                } catch (IOException e) {
+                    closedByPeer = true;
+                    return;
+                }
+                if (n < 0) {
+                    closedByPeer = true;
+                    return;
+                }
+                if (n == 0) {
+                    return;
+                }
+                buffer.flip();
+                while (buffer.hasRemaining()) {
+                    char c = (char) buffer.get();
+                    if (c == '\n') {
+                        lines.add(partial.toString());
+                        partial.setLength(0);
+                    } else {
+                        partial.append(c);
+                    }
+                }
+                if (!block) {
+                    return;
+                }
             }
-            if (b == '\n') {
-                String line = partial.toString();
-                partial.setLength(0);
-                return line;
+        } finally {
+            if (!block) {
+                channel.configureBlocking(true);
             }
-            partial.append((char) b);
         }
     }
 
     /** The remote host as connected. */
     public String peerHost() {
-        return socket.getInetAddress().getHostAddress();
+        return channel.socket().getInetAddress().getHostAddress();
     }
 
     @Override
     public void close() {
         try {
-            socket.close();
+            channel.close();
         } catch (IOException ignored) {
             // closing anyway
         }

@@ -88,6 +88,10 @@ public final class PerfCommand implements Callable<Integer> {
     @Option(names = {"-o", "--outs"}, paramLabel = "N", description = "outstanding READs/atomics (shown; default 16)")
     int outstandingReads = 16;
 
+    @Option(names = {"-e", "--events"}, description = "passive server sides (WRITE/READ/atomic tests) wait in the "
+        + "CQ instead of busy-polling; better for providers with their own progress thread (tcp) on few cores")
+    boolean events;
+
     @Option(names = {"-F", "--CPU-freq"}, description = "accepted and ignored (no cpufreq check)")
     boolean cpuFreq;
 
@@ -117,8 +121,14 @@ public final class PerfCommand implements Callable<Integer> {
         + "for a client after this long (default: wait forever)")
     int acceptTimeoutMs;
 
+    @Option(names = "--check-alloc", description = "print the heap bytes the client allocated inside the measured "
+        + "loops (should be 0: the loops and the providers' post/poll paths allocate nothing)")
+    boolean checkAllocation;
+
     PrintStream out = System.out;
     PrintStream err = System.err;
+    /** Heap bytes the client allocated in the measured loops of the last run (-1 on the server). */
+    long lastAllocatedBytes = -1;
 
     @Override
     public Integer call() throws Exception {
@@ -206,7 +216,7 @@ public final class PerfCommand implements Callable<Integer> {
 
     private int server(PerfTest test) throws IOException {
         Device dev = resolveDevice();
-        try (OutOfBand oob = OutOfBand.accept(port, acceptTimeoutMs, null)) {
+        try (OutOfBand oob = OutOfBand.accept(port, acceptTimeoutMs)) {
             try {
                 PerfPlan plan = PerfPlan.decode(oob.receive());
                 if (plan.test() != test) {
@@ -227,7 +237,7 @@ public final class PerfCommand implements Callable<Integer> {
         Context context = dev.open();
         PerfSession created;
         try {
-            created = new PerfSession(plan, client, oob, context, rxDepth);
+            created = new PerfSession(plan, client, oob, context, rxDepth, events);
         } catch (RuntimeException e) {
             context.close();
             throw e;
@@ -279,6 +289,10 @@ public final class PerfCommand implements Callable<Integer> {
             progress.clear();
             out.println(PerfReport.RESULT_LINE);
             out.flush();
+            lastAllocatedBytes = client ? session.measuredLoopAllocatedBytes() : -1;
+            if (checkAllocation && client) {
+                err.println("# heap bytes allocated by the client inside the measured loops: " + lastAllocatedBytes);
+            }
             if (jsonFile != null && !rows.isEmpty()) {
                 writeJson(plan, dev, session, rows);
             }
@@ -303,6 +317,7 @@ public final class PerfCommand implements Callable<Integer> {
         parameters.put("warmup_iterations", plan.warmupIterations());
         parameters.put("duration", plan.durationSeconds());
         parameters.put("report_gbits", reportGbits);
+        parameters.put("client_loop_allocated_bytes", session.measuredLoopAllocatedBytes());
         Path parent = jsonFile.toAbsolutePath().getParent();
         if (parent != null) {
             Files.createDirectories(parent);

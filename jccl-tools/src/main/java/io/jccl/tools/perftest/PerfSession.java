@@ -43,6 +43,7 @@ final class PerfSession implements AutoCloseable {
     private final boolean client;
     private final OutOfBand oob;
     private final int rxDepth;
+    private final boolean blockingServer;
 
     private final Context context;
     private final DeviceAttributes attributes;
@@ -67,11 +68,16 @@ final class PerfSession implements AutoCloseable {
     private final long[] postedNs;
     private final long[] completedNs;
     private final Histogram histogram = new Histogram(1, HISTOGRAM_MAX_NS, 3);
+    private static final com.sun.management.ThreadMXBean THREADS =
+        (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+
     private int sendsOutstanding;
     private int receivesArrived;
+    private long allocatedBytes;
     private long spins;
 
-    PerfSession(PerfPlan plan, boolean client, OutOfBand oob, Context context, int rxDepth) {
+    PerfSession(PerfPlan plan, boolean client, OutOfBand oob, Context context, int rxDepth, boolean blockingServer) {
+        this.blockingServer = blockingServer;
         this.plan = plan;
         this.client = client;
         this.oob = oob;
@@ -231,10 +237,14 @@ final class PerfSession implements AutoCloseable {
             long start = System.nanoTime();
             long deadline = start + plan.durationSeconds() * 1_000_000_000L;
             long[] span = new long[1];
+            long before = allocated();
             long count = bandwidthLoop(Long.MAX_VALUE, flags, false, deadline, span);
+            allocatedBytes += allocated() - before;
             return BandwidthResult.fromTotals(size, count, span[0], gbits);
         }
+        long before = allocated();
         int count = (int) bandwidthLoop(plan.iterations(), flags, true, 0);
+        allocatedBytes += allocated() - before;
         return BandwidthResult.compute(size, postedNs, completedNs, count,
             Math.min(plan.cqModeration(), plan.txDepth()), gbits);
     }
@@ -379,15 +389,17 @@ final class PerfSession implements AutoCloseable {
     private void passiveUntilDone() throws IOException {
         // Busy-polls as perftest's server does: some providers answer READs and atomics from the responder's
         // progress, so parking here would add wake-up latency to every operation.
+        // With -e (events) it waits in the CQ instead, leaving the CPU to providers with their own progress threads.
         while (true) {
-            int polled = cq.poll(completions, completions.length);
+            int polled = blockingServer ? cq.poll(completions, completions.length, 1_000_000L)
+                : cq.poll(completions, completions.length);
             for (int i = 0; i < polled; i++) {
                 checkSuccess(completions[i]);
             }
             if (polled == 0) {
                 Thread.onSpinWait();
             }
-            if ((++spins & 0x3FF) == 0 && oob.due()) {
+            if ((blockingServer || (++spins & 0x3FF) == 0) && oob.due()) {
                 if (oob.poll() != null) {
                     break;
                 }
@@ -416,8 +428,10 @@ final class PerfSession implements AutoCloseable {
         long deadline = 0;
         long start = 0;
         long total = plan.durationMode() ? Long.MAX_VALUE : warm + plan.iterations();
+        long before = 0;
         for (long i = 0; i < total; i++) {
             if (i == warm) {
+                before = allocated();
                 start = System.nanoTime();
                 if (plan.durationMode()) {
                     deadline = start + plan.durationSeconds() * 1_000_000_000L;
@@ -436,6 +450,7 @@ final class PerfSession implements AutoCloseable {
             }
         }
         long span = System.nanoTime() - start;
+        allocatedBytes += allocated() - before;
         return LatencyResult.fromRoundTrips(size, histogram, plan.test().rttFactor(), span);
     }
 
@@ -547,6 +562,19 @@ final class PerfSession implements AutoCloseable {
     }
 
     // ------------------------------------------------------------------------------------------------ helpers
+
+    /** Bytes this thread allocated so far (HotSpot's per-thread allocation counter). */
+    private static long allocated() {
+        return THREADS.getCurrentThreadAllocatedBytes();
+    }
+
+    /**
+     * Heap bytes the client thread allocated inside the measured loops so far (provider calls included); the
+     * loops themselves allocate nothing, so anything here comes from the provider or the JIT's deoptimizations.
+     */
+    long measuredLoopAllocatedBytes() {
+        return allocatedBytes;
+    }
 
     /**
      * Polls the CQ once: send completions lower the outstanding count, receive completions raise
