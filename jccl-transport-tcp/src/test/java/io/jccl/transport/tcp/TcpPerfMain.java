@@ -1,0 +1,118 @@
+package io.jccl.transport.tcp;
+
+import io.jccl.transport.tcp.TcpTestSupport.Side;
+import io.jccl.verbs.Context;
+import io.jccl.verbs.MemoryRegion;
+import io.jccl.verbs.QueuePairInitAttributes;
+import io.jccl.verbs.ReceiveWorkRequest;
+import io.jccl.verbs.SendFlag;
+import io.jccl.verbs.SendOpcode;
+import io.jccl.verbs.SendWorkRequest;
+import io.jccl.verbs.WorkCompletion;
+
+import java.util.Arrays;
+
+/**
+ * Quick loopback numbers for the tcp provider (not a test): WRITE round trip (post → completion, which needs the
+ * responder's ACK), SEND/RECV ping-pong half round trip, and pipelined WRITE bandwidth.
+ * Run: java -cp target/classes:target/test-classes:$(verbs jar) io.jccl.transport.tcp.TcpPerfMain
+ */
+public final class TcpPerfMain {
+    private TcpPerfMain() {
+    }
+
+    public static void main(String[] args) {
+        try (Context ca = TcpTestSupport.open(); Context cb = TcpTestSupport.open()) {
+            Side a = Side.create(ca, QueuePairInitAttributes.of(ca.createCompletionQueue(4)).withDepths(64, 64));
+            Side b = Side.create(cb, QueuePairInitAttributes.of(cb.createCompletionQueue(4)).withDepths(64, 64));
+            TcpTestSupport.connect(a.qp(), b.qp());
+            int big = 1 << 20;
+            MemoryRegion ma = a.pd().allocateMemory(16L * big, TcpTestSupport.ALL);
+            MemoryRegion mb = b.pd().allocateMemory(16L * big, TcpTestSupport.ALL);
+            WorkCompletion[] wc = WorkCompletion.array(16);
+            SendWorkRequest wr = new SendWorkRequest();
+
+            // WRITE 8 B round trip
+            int iters = 20000;
+            long[] samples = new long[iters];
+            for (int i = 0; i < iters; i++) {
+                long t0 = System.nanoTime();
+                a.qp().postSend(wr.wrId(i).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED | SendFlag.INLINE)
+                    .remote(mb.address(), mb.rkey()).local(ma, 0, 8));
+                while (a.cq().poll(wc, 1) == 0) {
+                    Thread.onSpinWait();
+                }
+                samples[i] = System.nanoTime() - t0;
+            }
+            report("write 8 B, post to completion", samples, iters / 2);
+
+            // SEND/RECV ping-pong (b echoes)
+            ReceiveWorkRequest recv = new ReceiveWorkRequest();
+            for (int i = 0; i < 32; i++) {
+                recv.local(ma, 8L * big, 64);
+                a.qp().postReceive(recv);
+                recv.local(mb, 8L * big, 64);
+                b.qp().postReceive(recv);
+            }
+            SendWorkRequest echo = new SendWorkRequest();
+            for (int i = 0; i < iters; i++) {
+                long t0 = System.nanoTime();
+                a.qp().postSend(wr.wrId(i).opcode(SendOpcode.SEND).flags(SendFlag.INLINE).local(ma, 0, 8));
+                awaitRecv(b, wc);
+                b.qp().postReceive(recv);
+                b.qp().postSend(echo.wrId(i).opcode(SendOpcode.SEND).flags(SendFlag.INLINE).local(mb, 0, 8));
+                awaitRecv(a, wc);
+                recv.local(ma, 8L * big, 64);
+                a.qp().postReceive(recv);
+                recv.local(mb, 8L * big, 64);
+                samples[i] = (System.nanoTime() - t0) / 2;
+            }
+            report("send 8 B ping-pong, half round trip", samples, iters / 2);
+
+            // bandwidth: 1 MiB writes, 8 outstanding
+            for (int round = 0; round < 2; round++) {
+                int messages = 2000;
+                int posted = 0;
+                int done = 0;
+                long t0 = System.nanoTime();
+                while (done < messages) {
+                    while (posted - done < 8 && posted < messages) {
+                        a.qp().postSend(wr.wrId(posted).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+                            .remote(mb.address() + (posted % 8) * (long) big, mb.rkey()).local(ma, (posted % 8)
+                                * (long) big, big));
+                        posted++;
+                    }
+                    int n = a.cq().poll(wc, 16);
+                    for (int k = 0; k < n; k++) {
+                        if (!wc[k].isSuccess()) {
+                            throw new IllegalStateException(wc[k].status().toString());
+                        }
+                    }
+                    done += n;
+                }
+                double seconds = (System.nanoTime() - t0) / 1e9;
+                System.out.printf("write 1 MiB x %d, 8 outstanding: %.2f GB/s%n", messages,
+                    messages * (double) big / seconds / 1e9);
+            }
+        }
+    }
+
+    private static void awaitRecv(Side side, WorkCompletion[] wc) {
+        while (true) {
+            int n = side.cq().poll(wc, 1);
+            if (n == 1 && !wc[0].isSuccess()) {
+                throw new IllegalStateException(wc[0].status().toString());
+            }
+            if (n == 1 && wc[0].opcode().isReceive()) {
+                return;
+            }
+        }
+    }
+
+    private static void report(String what, long[] samples, int warmup) {
+        long[] s = Arrays.copyOfRange(samples, warmup, samples.length);
+        Arrays.sort(s);
+        System.out.printf("%s: median %.1f us, p99 %.1f us, min %.1f us%n", what, s[s.length / 2] / 1e3,
+            s[(int) (s.length * 0.99)] / 1e3, s[0] / 1e3);
+    }
+}
