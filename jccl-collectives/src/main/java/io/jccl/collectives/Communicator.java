@@ -675,20 +675,22 @@ public final class Communicator implements AutoCloseable {
                     + " reported: " + remote);
             }
         }
+        boolean first;
         synchronized (this) {
-            if (failure == null && !(ce instanceof CollectiveException.Aborted && aborted)) {
+            first = failure == null && !(ce instanceof CollectiveException.Aborted && aborted);
+            if (first) {
                 failure = ce;
-                String message = ce.getMessage();
-                Thread.ofVirtual().start(() -> {
-                    try {
-                        store.setString("error/" + rank, message, TimeUnit.SECONDS.toNanos(2));
-                    } catch (RuntimeException ignored) {
-                        // the store may be gone with rank 0
-                    }
-                });
-                if (transport != null) {
-                    transport.abortLinks();
-                }
+            }
+        }
+        if (first) {
+            // Publish the reason before breaking the links, so peers that notice the broken links can report it.
+            try {
+                store.setString("error/" + rank, ce.getMessage(), TimeUnit.SECONDS.toNanos(2));
+            } catch (RuntimeException ignored) {
+                // the store may be gone with rank 0
+            }
+            if (transport != null) {
+                transport.abortLinks();
             }
         }
         return ce;
@@ -1279,32 +1281,33 @@ public final class Communicator implements AutoCloseable {
 
     /** {@link #abort()} with a reason that waiters and peers report. */
     public void abort(String reason) {
-        if (aborted) {
+        if (aborted || closed) {
             return;
         }
         abortReason = reason;
-        aborted = true;
         CollectiveException e = new CollectiveException.Aborted("rank " + rank + " aborted: " + reason, null);
+        boolean first;
         synchronized (this) {
-            if (failure == null) {
+            first = failure == null;
+            if (first) {
                 failure = e;
+            }
+        }
+        aborted = true;
+        if (first) {
+            // An abort after a failure keeps the failure as the reason peers see.
+            try {
+                store.setString("error/" + rank, "aborted: " + reason, TimeUnit.SECONDS.toNanos(2));
+            } catch (RuntimeException ignored) {
+                // best effort
             }
         }
         if (transport != null) {
             transport.abortLinks();
         }
-        try {
-            Thread.ofVirtual().start(() -> {
-                try {
-                    store.setString("error/" + rank, "aborted: " + reason, TimeUnit.SECONDS.toNanos(2));
-                } catch (RuntimeException ignored) {
-                    // best effort
-                }
-            });
-        } catch (RuntimeException ignored) {
-            // best effort
+        if (first) {
+            dumpRecorder(e);
         }
-        dumpRecorder(e);
     }
 
     /** Whether the communicator was aborted or failed. */

@@ -519,6 +519,15 @@ final class Engine {
         return (directRound & 1) * t.directStagingBytes;
     }
 
+    private long arrived(Peer p) {
+        try {
+            return (long) LONG.getAcquire(p.control, Transport.CTRL_ARRIVE);
+        } catch (IllegalStateException e) {
+            // the mapping of a peer that released its memory (closed or died) can no longer be read
+            throw t.peerFailed(p, "rank " + p.rank + "'s shared memory went away (it closed, aborted or died)");
+        }
+    }
+
     /** Flag barrier over the mapped control blocks; the first barrier of an op also compares signatures. */
     void directBarrier(Signature sig, boolean checkSignature) {
         long epoch = ++directEpoch;
@@ -532,7 +541,7 @@ final class Engine {
                 continue;
             }
             Peer p = t.peers[j];
-            while ((long) LONG.getAcquire(p.control, Transport.CTRL_ARRIVE) < epoch) {
+            while (arrived(p) < epoch) {
                 waitingFor = "rank " + j + " to reach the barrier of " + sig + " (direct path)";
                 idle(0, p);
             }

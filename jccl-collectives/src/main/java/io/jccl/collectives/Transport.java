@@ -349,15 +349,25 @@ final class Transport implements AutoCloseable {
                 throw peerFailed(p, "rank " + p.rank + " died (process " + p.pid + " on " + p.host + " is gone)");
             }
         }
-        if (p.control != null && p.control.get(ValueLayout.JAVA_LONG, CTRL_STATUS) != 0) {
+        long status;
+        try {
+            status = p.control == null ? 0 : p.control.get(ValueLayout.JAVA_LONG, CTRL_STATUS);
+        } catch (IllegalStateException e) {
+            throw peerFailed(p, "rank " + p.rank + "'s shared memory went away (it closed, aborted or died)");
+        }
+        if (status != 0) {
             throw peerFailed(p, "rank " + p.rank + " aborted its communicator");
         }
     }
 
     /** Marks this rank aborted for direct-path peers and moves every QP to ERROR so peers notice. */
     void abortLinks() {
-        if (control != null) {
-            control.segment().set(ValueLayout.JAVA_LONG, CTRL_STATUS, 1);
+        try {
+            if (control != null && control.isValid()) {
+                control.segment().set(ValueLayout.JAVA_LONG, CTRL_STATUS, 1);
+            }
+        } catch (RuntimeException ignored) {
+            // already released
         }
         for (Peer p : peers) {
             if (p == null || p.qp == null) {
