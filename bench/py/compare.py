@@ -395,8 +395,8 @@ def main():
     ap.add_argument("--startup-launches", type=int, default=5)
     ap.add_argument("--launcher", choices=("jccl", "direct"), default="jccl",
                     help="start JCCL ranks with ./jccl run (default) or directly with the same environment")
-    ap.add_argument("--jccl-env-shm", nargs="*", default=["JCCL_TRANSPORT=shm"])
-    ap.add_argument("--jccl-env-tcp", nargs="*", default=["JCCL_TRANSPORT=tcp"])
+    ap.add_argument("--jccl-env-shm", nargs="*", default=["JCCL_TRANSPORT=shm0"])
+    ap.add_argument("--jccl-env-tcp", nargs="*", default=["JCCL_TRANSPORT=tcp0", "JCCL_SHM_DISABLE=1", "JCCL_DIRECT_DISABLE=1"])
     ap.add_argument("--jvm-opt", action="append", default=[], help="extra JVM option for JCCL ranks")
     ap.add_argument("--c-trials", default="3")
     ap.add_argument("--retries", type=int, default=1)

@@ -19,6 +19,11 @@ interface BenchBackend extends AutoCloseable {
     /** One line naming the library, its version and its transport (printed after '#'). */
     String describe();
 
+    /** The algorithm the library picks for op at this size, or "-" when it does not say. */
+    default String algorithm(String op, long bytes) {
+        return "-";
+    }
+
     /** A buffer for collectives (the communicator's allocator). */
     MemorySegment allocate(long bytes);
 

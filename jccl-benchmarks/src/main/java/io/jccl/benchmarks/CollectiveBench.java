@@ -21,7 +21,8 @@ import java.util.Locale;
  * ranks of (elapsed / iters); median, min and max over the blocks. float32, SUM, out-of-place allreduce, broadcast
  * from root 0 in place, allgather of count = bytes / 4 / n floats per rank. algbw = bytes / median; busbw = algbw ×
  * 2(n-1)/n (allreduce), (n-1)/n (allgather), 1 (broadcast), as nccl-tests. Buffers come from the communicator's
- * allocator (registered, page-aligned), one send and one receive buffer per size, freed after it. After the
+ * allocator (registered, page-aligned): one send and one receive buffer for the largest size, used from their
+ * start by every size. After the
  * blocks every element of the result is checked (allreduce: n(n+1)/2; broadcast: 1; allgather: segment r = r+1);
  * a mismatch prints the first bad element and exits with status 3.
  *
@@ -75,64 +76,77 @@ public final class CollectiveBench {
             System.out.println("impl,op,nranks,bytes,iters,blocks,median_us,min_us,max_us,algbw_GBps,busbw_GBps");
             System.out.flush();
         }
-        for (Case c : parseSpec(spec)) {
+        List<Case> cases = parseSpec(spec);
+        // One send and one receive buffer, sized for the largest case and page-aligned; every case uses their
+        // start (mpi_coll.c allocates per size; the memory is the same kind: page-aligned, here also registered).
+        long maxSend = 4;
+        long maxRecv = 4;
+        for (Case c : cases) {
+            boolean ag = c.op().equals("allgather");
+            long count = Math.max(1, ag ? c.bytes() / 4 / n : c.bytes() / 4);
+            maxSend = Math.max(maxSend, 4 * count);
+            maxRecv = Math.max(maxRecv, 4 * count * (ag ? n : 1));
+        }
+        MemorySegment sendAll = comm.allocate(maxSend);
+        MemorySegment recvAll = comm.allocate(maxRecv);
+        for (Case c : cases) {
             boolean ar = c.op().equals("allreduce");
             boolean ag = c.op().equals("allgather");
             long count = Math.max(1, ag ? c.bytes() / 4 / n : c.bytes() / 4);
             long recvCount = count * (ag ? n : 1);
-            MemorySegment sb = comm.allocate(4 * count);
-            MemorySegment rb = comm.allocate(4 * recvCount);
-            try {
-                for (long i = 0; i < count; i++) {
-                    sb.setAtIndex(ValueLayout.JAVA_FLOAT, i, rank + 1);
-                }
-                rb.fill((byte) 0);
-                double factor = ar ? 2.0 * (n - 1) / n : ag ? (double) (n - 1) / n : 1.0;
-                Runnable op = ar ? () -> comm.allReduceSum(sb, rb, count)
-                    : ag ? () -> comm.allGather(sb, rb, count)
-                    : () -> comm.broadcast(sb, count, 0);
-                for (int i = 0; i < 3; i++) {
-                    op.run();
-                }
+            MemorySegment sb = sendAll.asSlice(0, 4 * count);
+            MemorySegment rb = recvAll.asSlice(0, 4 * recvCount);
+            if (rank == 0) {
+                System.out.println("# algorithm " + c.op() + " " + c.bytes() + ": " + comm.algorithm(c.op(), c.bytes()));
+            }
+            for (long i = 0; i < count; i++) {
+                sb.setAtIndex(ValueLayout.JAVA_FLOAT, i, rank + 1);
+            }
+            rb.fill((byte) 0);
+            double factor = ar ? 2.0 * (n - 1) / n : ag ? (double) (n - 1) / n : 1.0;
+            Runnable op = ar ? () -> comm.allReduceSum(sb, rb, count)
+                : ag ? () -> comm.allGather(sb, rb, count)
+                : () -> comm.broadcast(sb, count, 0);
+            for (int i = 0; i < 3; i++) {
+                op.run();
+            }
+            comm.barrier();
+            long t0 = System.nanoTime();
+            for (int i = 0; i < 5; i++) {
+                op.run();
+            }
+            double est = (System.nanoTime() - t0) * 1e-9 / 5;
+            double gest = comm.maxOverRanks(est);
+            long iters = (long) (target / (gest > 1e-9 ? gest : 1e-9));
+            iters = Math.max(3, Math.min(iters, 20000));
+            double[] res = new double[blocks];
+            for (int b = 0; b < blocks; b++) {
                 comm.barrier();
-                long t0 = System.nanoTime();
-                for (int i = 0; i < 5; i++) {
+                t0 = System.nanoTime();
+                for (long i = 0; i < iters; i++) {
                     op.run();
                 }
-                double est = (System.nanoTime() - t0) * 1e-9 / 5;
-                double gest = comm.maxOverRanks(est);
-                long iters = (long) (target / (gest > 1e-9 ? gest : 1e-9));
-                iters = Math.max(3, Math.min(iters, 20000));
-                double[] res = new double[blocks];
-                for (int b = 0; b < blocks; b++) {
-                    comm.barrier();
-                    t0 = System.nanoTime();
-                    for (long i = 0; i < iters; i++) {
-                        op.run();
-                    }
-                    double t = (System.nanoTime() - t0) * 1e-9 / iters;
-                    res[b] = comm.maxOverRanks(t);
-                }
-                String bad = check(c.op(), rank, n, sb, rb, count);
-                if (bad != null) {
-                    System.err.printf(Locale.ROOT, "rank %d %s %d: %s%n", rank, c.op(), c.bytes(), bad);
-                    System.err.flush();
-                    return 3;
-                }
-                if (rank == 0) {
-                    Arrays.sort(res);
-                    double med = res[blocks / 2];
-                    double algbw = c.bytes() / med / 1e9;
-                    System.out.printf(Locale.ROOT, "%s,%s,%d,%d,%d,%d,%.2f,%.2f,%.2f,%.3f,%.3f%n", impl, c.op(), n,
-                        c.bytes(), iters, blocks, med * 1e6, res[0] * 1e6, res[blocks - 1] * 1e6, algbw,
-                        algbw * factor);
-                    System.out.flush();
-                }
-            } finally {
-                comm.free(sb);
-                comm.free(rb);
+                double t = (System.nanoTime() - t0) * 1e-9 / iters;
+                res[b] = comm.maxOverRanks(t);
+            }
+            String bad = check(c.op(), rank, n, sb, rb, count);
+            if (bad != null) {
+                System.err.printf(Locale.ROOT, "rank %d %s %d: %s%n", rank, c.op(), c.bytes(), bad);
+                System.err.flush();
+                return 3;
+            }
+            if (rank == 0) {
+                Arrays.sort(res);
+                double med = res[blocks / 2];
+                double algbw = c.bytes() / med / 1e9;
+                System.out.printf(Locale.ROOT, "%s,%s,%d,%d,%d,%d,%.2f,%.2f,%.2f,%.3f,%.3f%n", impl, c.op(), n,
+                    c.bytes(), iters, blocks, med * 1e6, res[0] * 1e6, res[blocks - 1] * 1e6, algbw,
+                    algbw * factor);
+                System.out.flush();
             }
         }
+        comm.free(sendAll);
+        comm.free(recvAll);
         return 0;
     }
 
