@@ -8,6 +8,10 @@ public final class ShmDevice implements Device {
     /** The device name. */
     public static final String NAME = "shm0";
 
+    /** The device; {@link ShmProvider} holds the single instance. */
+    public ShmDevice() {
+    }
+
     @Override
     public String name() {
         return NAME;

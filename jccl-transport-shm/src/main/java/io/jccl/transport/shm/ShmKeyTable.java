@@ -91,6 +91,10 @@ public final class ShmKeyTable {
             return fileOffset + length;
         }
 
+        /** An empty entry, to be filled by lookups (allocate once per reader). */
+        public Entry() {
+        }
+
         /** Whether {@code [remoteAddress, remoteAddress + len)} lies inside the region (overflow-safe). */
         public boolean contains(long remoteAddress, long len) {
             return len >= 0 && remoteAddress >= address && remoteAddress - address <= length - len;

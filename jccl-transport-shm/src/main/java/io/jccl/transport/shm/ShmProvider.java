@@ -15,6 +15,10 @@ public final class ShmProvider implements VerbsProvider {
     public static final String NAME = "shm";
     private static final List<Device> DEVICES = List.of(new ShmDevice());
 
+    /** Called by {@link java.util.ServiceLoader}. */
+    public ShmProvider() {
+    }
+
     @Override
     public String name() {
         return NAME;
