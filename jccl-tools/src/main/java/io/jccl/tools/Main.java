@@ -1,21 +1,24 @@
 package io.jccl.tools;
 
 import io.jccl.tools.colltests.TestsCommand;
+import io.jccl.tools.demo.DemoCommand;
 import io.jccl.tools.devinfo.DevicesCommand;
 import io.jccl.tools.devinfo.DevInfoCommand;
+import io.jccl.tools.examples.ExampleCommand;
 import io.jccl.tools.launcher.RunCommand;
 import io.jccl.tools.perftest.PerfCommand;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 
 /**
- * The {@code jccl} command: {@code devices}, {@code devinfo}, {@code perf}, {@code run} and {@code tests}.
+ * The {@code jccl} command: {@code devices}, {@code devinfo}, {@code perf}, {@code run}, {@code tests},
+ * {@code demo} and {@code example}.
  * Started by the {@code ./jccl} script at the repository root.
  */
 @Command(name = "jccl", mixinStandardHelpOptions = true, versionProvider = Main.Version.class,
     description = "JCCL tools: verbs devices, perftest-compatible benchmarks, a local launcher.",
     subcommands = {DevicesCommand.class, DevInfoCommand.class, PerfCommand.class, RunCommand.class,
-        TestsCommand.class, CommandLine.HelpCommand.class})
+        TestsCommand.class, DemoCommand.class, ExampleCommand.class, CommandLine.HelpCommand.class})
 public final class Main implements Runnable {
     @CommandLine.Spec
     private CommandLine.Model.CommandSpec spec;
@@ -37,6 +40,8 @@ public final class Main implements Runnable {
         // Everything after the launched command's first word belongs to that command.
         commandLine.getSubcommands().get("run").setStopAtPositional(true);
         commandLine.getSubcommands().get("run").setUnmatchedOptionsArePositionalParams(true);
+        commandLine.getSubcommands().get("example").setStopAtPositional(true);
+        commandLine.getSubcommands().get("example").setUnmatchedOptionsArePositionalParams(true);
         commandLine.setExecutionExceptionHandler((exception, cmd, parseResult) -> {
             cmd.getErr().println("jccl " + cmd.getCommandName() + ": " + describe(exception));
             if (Boolean.getBoolean("jccl.debug")) {

@@ -124,8 +124,11 @@ public final class DevInfoPrinter {
         if (verbose && counters != null) {
             line(out, "\tcounters (this process's context; bytes, not 4-byte words):");
             for (Map.Entry<Counter, Long> e : counters.entrySet()) {
-                String name = e.getKey().linuxName();
-                line(out, "\t\t%s:%s%d", name, name.length() >= 15 ? "\t" : "\t\t", e.getValue());
+                String name = e.getKey().linuxName() + ":";
+                // Values line up at column 48 (tab stops every 8), as ibv_devinfo's fields do.
+                int column = 16 + name.length();
+                int tabs = Math.max(1, (48 - column + 7) / 8);
+                line(out, "\t\t%s%s%d", name, "\t".repeat(tabs), e.getValue());
             }
             out.append(System.lineSeparator());
         }

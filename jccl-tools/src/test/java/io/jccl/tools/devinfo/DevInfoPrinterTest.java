@@ -54,8 +54,8 @@ class DevInfoPrinterTest {
         assertTrue(text.contains("\tmax_qp:\t\t\t\t1024\n"));
         assertTrue(text.contains("\tatomic_cap:\t\t\tATOMIC_HCA (1)\n"));
         assertTrue(text.contains("\t\t\tmax_msg_sz:\t\t0x40000000\n"));
-        assertTrue(text.contains("port_xmit_data:\t\t4096"), text);
-        assertTrue(text.contains("port_rcv_data:\t\t8"), text);
+        assertTrue(text.contains("port_xmit_data:\t\t\t4096"), text);
+        assertTrue(text.contains("port_rcv_data:\t\t\t8"), text);
         Map<String, Object> json = DevInfoPrinter.devinfoJson(attributes(), true, 0, counters);
         assertEquals("tcp0", json.get("hca_id"));
         assertEquals(Map.of("port_xmit_data", 4096L, "port_rcv_data", 8L), json.get("counters"));
