@@ -17,6 +17,7 @@ final class RegistrationCache implements AutoCloseable {
     private final long[] address = new long[CAPACITY];
     private final long[] length = new long[CAPACITY];
     private final MemoryRegion[] regions = new MemoryRegion[CAPACITY];
+    private final MemorySegment.Scope[] scopes = new MemorySegment.Scope[CAPACITY];
     private final java.util.List<MemoryRegion> owned;
     private int next;
     /** Offset of the last looked-up segment within the returned region. */
@@ -46,7 +47,7 @@ final class RegistrationCache implements AutoCloseable {
         for (int i = 0; i < CAPACITY; i++) {
             MemoryRegion r = regions[i];
             if (r != null && a >= address[i] && a + n <= address[i] + length[i]) {
-                if (r.isValid() && r.segment().scope().isAlive()) {
+                if (r.isValid() && scopes[i].isAlive()) {
                     lastOffset = a - address[i];
                     return r;
                 }
@@ -59,8 +60,12 @@ final class RegistrationCache implements AutoCloseable {
         if (regions[i] != null) {
             regions[i].close();
         }
-        MemoryRegion r = pd.registerMemory(seg, AccessFlag.LOCAL_WRITE);
+        // Register a global view of the same memory: providers may read it from their own threads, which a
+        // confined segment forbids (WrongThreadException). Liveness is still checked against the caller's scope.
+        MemorySegment view = MemorySegment.ofAddress(a).reinterpret(n);
+        MemoryRegion r = pd.registerMemory(view, AccessFlag.LOCAL_WRITE);
         regions[i] = r;
+        scopes[i] = seg.scope();
         address[i] = a;
         length[i] = n;
         lastOffset = 0;
