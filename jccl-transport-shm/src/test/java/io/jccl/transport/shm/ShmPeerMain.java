@@ -23,8 +23,9 @@ import java.nio.file.Path;
  *
  * <p>Mode {@code hold}: opens a context, a region and a QP, prints {@code FILES <paths>} and sleeps (the test
  * kills it with SIGKILL). Mode {@code peer}: prints {@code EP <endpoint> <region address> <rkey>}, reads the
- * test's endpoint, connects, posts one receive, prints {@code READY}, prints {@code RECV <len> <imm> <text>} when
- * the receive completes, then waits for {@code EXIT} (or to be killed).
+ * test's endpoint, connects, posts one receive, prints {@code READY}, then serves commands until {@code EXIT} (or
+ * being killed): {@code WAITRECV} waits for the receive and prints {@code RECV <len> <imm> <text> <status>};
+ * {@code DEREG} deregisters the region and prints {@code DEREGISTERED}.
  */
 public final class ShmPeerMain {
     private ShmPeerMain() {
@@ -60,15 +61,23 @@ public final class ShmPeerMain {
         System.out.println("READY");
         System.out.flush();
         WorkCompletion[] wc = WorkCompletion.array(1);
-        while (cq.poll(wc, 1, 1_000_000_000L) == 0) {
-            Thread.onSpinWait();
-        }
-        System.out.println("RECV " + wc[0].byteLength() + " " + wc[0].immediateData() + " "
-            + region.segment().getString(32768) + " " + wc[0].status());
-        System.out.flush();
         String line;
         while ((line = in.readLine()) != null && !line.equals("EXIT")) {
-            // keep the process (and its QP) alive until told otherwise
+            switch (line) {
+                case "WAITRECV" -> {
+                    while (cq.poll(wc, 1, 1_000_000_000L) == 0) {
+                        Thread.onSpinWait();
+                    }
+                    System.out.println("RECV " + wc[0].byteLength() + " " + wc[0].immediateData() + " "
+                        + region.segment().getString(32768) + " " + wc[0].status());
+                }
+                case "DEREG" -> {
+                    region.close();
+                    System.out.println("DEREGISTERED");
+                }
+                default -> System.out.println("UNKNOWN " + line);
+            }
+            System.out.flush();
         }
         context.close();
     }

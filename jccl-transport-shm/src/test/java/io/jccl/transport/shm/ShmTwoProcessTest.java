@@ -9,6 +9,7 @@ import io.jccl.verbs.ReceiveWorkRequest;
 import io.jccl.verbs.SendFlag;
 import io.jccl.verbs.SendOpcode;
 import io.jccl.verbs.SendWorkRequest;
+import io.jccl.verbs.VerbsException;
 import io.jccl.verbs.WorkCompletion;
 import io.jccl.verbs.WorkCompletionStatus;
 import org.junit.jupiter.api.Test;
@@ -17,6 +18,7 @@ import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -29,6 +31,7 @@ import static io.jccl.transport.shm.ShmTestSupport.ALL_REMOTE;
 import static io.jccl.transport.shm.ShmTestSupport.assertSuccess;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** Two real processes: the data path across JVMs, a peer killed with SIGKILL, and reaping of its files. */
@@ -94,6 +97,7 @@ class ShmTwoProcessTest {
             side.qp.postSend(send.wrId(4).opcode(SendOpcode.SEND_WITH_IMM).flags(SendFlag.SIGNALED)
                 .local(local, 3000, 8).immediateData(99));
             assertSuccess(side.next());
+            toChild.println("WAITRECV");
             assertEquals("RECV 8 99 message SUCCESS", expectLine(out, "RECV "));
 
             // The child has no receive left: this SEND waits on RNR (infinite retry) until the child dies.
@@ -109,6 +113,44 @@ class ShmTwoProcessTest {
             assertEquals(50, wc.wrId());
             assertEquals(WorkCompletionStatus.WR_FLUSH_ERR, wc.status());
             assertEquals(QueuePairState.ERROR, side.qp.state());
+        } finally {
+            child.destroyForcibly();
+        }
+    }
+
+    @Test
+    void shouldSeeTheRevocationOfAnotherProcess() throws Exception {
+        Process child = spawn("peer");
+        try (ShmTestSupport.Side side = new ShmTestSupport.Side()) {
+            BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(),
+                StandardCharsets.UTF_8));
+            PrintStream toChild = new PrintStream(child.getOutputStream(), true, StandardCharsets.UTF_8);
+            String[] ep = expectLine(out, "EP ").split(" ");
+            long remoteAddress = Long.parseLong(ep[2]);
+            int rkey = Integer.parseInt(ep[3]);
+            toChild.println(side.qp.localEndpoint().encode());
+            side.qp.modify(QueuePairAttributes.toInit());
+            side.qp.modify(QueuePairAttributes.toReadyToReceive(Endpoint.decode(ep[1])));
+            side.qp.modify(QueuePairAttributes.toReadyToSend(side.qp.initialPsn()));
+            expectLine(out, "READY");
+            MemoryRegion local = side.pd.allocateMemory(4096, AccessFlag.LOCAL_WRITE);
+            SendWorkRequest send = new SendWorkRequest();
+            MemorySegment view = side.qp.mapRemote(remoteAddress, 64, rkey, true);
+            view.set(ValueLayout.JAVA_LONG, 0, 42);
+            side.qp.postSend(send.wrId(1).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+                .local(local, 0, 8).remote(remoteAddress, rkey));
+            assertSuccess(side.next());
+
+            toChild.println("DEREG");
+            expectLine(out, "DEREGISTERED");
+            VerbsException denied = assertThrows(VerbsException.class,
+                () -> side.qp.mapRemote(remoteAddress, 64, rkey, true));
+            assertEquals(VerbsException.Reason.PERMISSION_DENIED, denied.reason());
+            side.qp.postSend(send.wrId(2).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+                .local(local, 0, 8).remote(remoteAddress, rkey));
+            assertEquals(WorkCompletionStatus.REM_ACCESS_ERR, side.next().status());
+            toChild.println("EXIT");
+            assertTrue(child.waitFor(10, TimeUnit.SECONDS));
         } finally {
             child.destroyForcibly();
         }
