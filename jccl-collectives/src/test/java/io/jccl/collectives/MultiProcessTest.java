@@ -1,0 +1,133 @@
+package io.jccl.collectives;
+
+import org.junit.jupiter.api.Test;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** Ranks as separate JVMs: correctness over shm, killing a rank mid-allreduce, scalar kernels without the module. */
+class MultiProcessTest {
+    static final class Job implements AutoCloseable {
+        final List<Process> processes = new ArrayList<>();
+        final Map<Integer, List<String>> output = new ConcurrentHashMap<>();
+
+        Job(int n, String mode, Map<String, String> extraEnv, boolean vectorModule) throws IOException {
+            int port;
+            try (ServerSocket s = new ServerSocket(0)) {
+                port = s.getLocalPort();
+            }
+            String java = ProcessHandle.current().info().command().orElse("java");
+            for (int r = 0; r < n; r++) {
+                List<String> cmd = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED"));
+                if (vectorModule) {
+                    cmd.add("--add-modules");
+                    cmd.add("jdk.incubator.vector");
+                }
+                cmd.addAll(List.of("-XX:+UseSerialGC", "-Xmx256m", "-cp", System.getProperty("java.class.path"),
+                    MultiProcessMain.class.getName(), mode));
+                ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+                pb.environment().put("JCCL_RANK", Integer.toString(r));
+                pb.environment().put("JCCL_WORLD_SIZE", Integer.toString(n));
+                pb.environment().put("JCCL_STORE_ADDR", "127.0.0.1:" + port);
+                pb.environment().put("JCCL_TIMEOUT", "60s");
+                pb.environment().putAll(extraEnv);
+                Process p = pb.start();
+                processes.add(p);
+                List<String> lines = new CopyOnWriteArrayList<>();
+                output.put(r, lines);
+                Thread.ofVirtual().start(() -> {
+                    try (BufferedReader in = new BufferedReader(new InputStreamReader(p.getInputStream(),
+                        StandardCharsets.UTF_8))) {
+                        String line;
+                        while ((line = in.readLine()) != null) {
+                            lines.add(line);
+                        }
+                    } catch (IOException ignored) {
+                        // process gone
+                    }
+                });
+            }
+        }
+
+        boolean waitForLine(int rank, String prefix, long timeoutMs) throws InterruptedException {
+            long until = System.currentTimeMillis() + timeoutMs;
+            while (System.currentTimeMillis() < until) {
+                if (output.get(rank).stream().anyMatch(l -> l.startsWith(prefix))) {
+                    return true;
+                }
+                Thread.sleep(20);
+            }
+            return false;
+        }
+
+        String out(int rank) {
+            return String.join("\n", output.get(rank));
+        }
+
+        @Override
+        public void close() {
+            for (Process p : processes) {
+                p.destroyForcibly();
+            }
+        }
+    }
+
+    @Test
+    void everyCollectiveAcrossJvmsOverShm() throws Exception {
+        try (Job job = new Job(3, "check", Map.of("JCCL_DEBUG", "INFO", "JCCL_DEBUG_SUBSYS", "INIT,TUNING"), true)) {
+            for (int r = 0; r < 3; r++) {
+                assertTrue(job.processes.get(r).waitFor(120, TimeUnit.SECONDS), "rank " + r + " hung:\n" + job.out(r));
+                assertEquals(0, job.processes.get(r).exitValue(), job.out(r));
+                assertTrue(job.out(r).contains("OK rank " + r), job.out(r));
+                assertTrue(job.out(r).contains("via shm0: same host"), job.out(r));
+            }
+            assertTrue(job.out(0).contains("cost model for 3 ranks"), "TUNING table on rank 0:\n" + job.out(0));
+        }
+    }
+
+    @Test
+    void killingARankMidAllReduceFailsTheOthersNamingIt() throws Exception {
+        for (String transport : new String[] {"shm0", "tcp0"}) {
+            try (Job job = new Job(3, "loop", Map.of("JCCL_TRANSPORT", transport), true)) {
+                for (int r = 0; r < 3; r++) {
+                    assertTrue(job.waitForLine(r, "RUNNING", 60_000), transport + " rank " + r + ":\n" + job.out(r));
+                }
+                long t0 = System.nanoTime();
+                job.processes.get(1).destroyForcibly();
+                for (int r : new int[] {0, 2}) {
+                    assertTrue(job.processes.get(r).waitFor(30, TimeUnit.SECONDS), transport + " rank " + r
+                        + " did not notice:\n" + job.out(r));
+                    assertEquals(3, job.processes.get(r).exitValue(), job.out(r));
+                    assertTrue(job.out(r).contains("FAILED rank " + r), job.out(r));
+                    assertTrue(job.out(r).contains("rank 1"), transport + ": the error should name rank 1:\n" + job.out(r));
+                }
+                long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+                assertTrue(ms < 15_000, transport + ": survivors took " + ms + " ms");
+            }
+        }
+    }
+
+    @Test
+    void scalarKernelsWithoutTheVectorModule() throws Exception {
+        try (Job job = new Job(2, "check", Map.of("JCCL_TRANSPORT", "shm0"), false)) {
+            for (int r = 0; r < 2; r++) {
+                assertTrue(job.processes.get(r).waitFor(120, TimeUnit.SECONDS), job.out(r));
+                assertEquals(0, job.processes.get(r).exitValue(), job.out(r));
+                assertTrue(job.out(r).contains("kernels=scalar"), job.out(r));
+                assertTrue(job.out(r).contains("--add-modules jdk.incubator.vector"), "warning says how: " + job.out(r));
+            }
+        }
+    }
+}
