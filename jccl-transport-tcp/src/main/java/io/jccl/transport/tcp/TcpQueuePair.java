@@ -70,6 +70,8 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     private final long secretHigh;
     private final long secretLow;
     private final String addressText;
+    /** Why the last connection was dropped for bad input (diagnostics; shown by toString). */
+    private volatile String lastProtocolError;
     /** Set by posting threads that could not take the lock; the progress thread picks the QP up. */
     volatile boolean kicked;
 
@@ -1433,6 +1435,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
      */
     private void malformed(String what, boolean response) {
         counters.increment(Counter.PORT_RCV_ERRORS);
+        lastProtocolError = what;
         hardClose();
         if (state != QueuePairState.ERROR && !isClosed()) {
             if (response && sendHead < sendNext) {
@@ -1529,5 +1532,14 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             lock.unlock();
         }
         engine.remove(this);
+    }
+
+    @Override
+    public String toString() {
+        String[] names = {"idle", "retry-wait", "connecting", "handshake", "waiting-for-peer", "up", "closing",
+            "closed"};
+        String error = lastProtocolError;
+        return "TcpQueuePair{qpn=0x" + Integer.toHexString(queuePairNumber) + ", " + state.shortName() + ", "
+            + names[conn] + (error == null ? "" : ", last bad input: " + error) + "}";
     }
 }

@@ -30,7 +30,7 @@ import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Random;
-import java.util.function.IntFunction;
+import java.util.function.Function;
 
 import static io.jccl.transport.tcp.TcpTestSupport.ALL;
 import static io.jccl.transport.tcp.TcpTestSupport.pollSuccess;
@@ -162,14 +162,14 @@ class TcpMalformedInputTest {
     }
 
     /** Sends {@code bytes} after a valid handshake and expects the victim QP to fail on them. */
-    private void attack(String what, IntFunction<byte[]> garbage, boolean closeAfter) throws IOException {
+    private void attack(String what, Function<Victim, byte[]> garbage, boolean trailer) throws IOException {
         long before = errors();
         try (Victim v = new Victim(); Socket socket = v.connect()) {
             OutputStream out = socket.getOutputStream();
             try {
-                out.write(garbage.apply(0).length == 0 ? new byte[0] : build(v, garbage));
+                out.write(garbage.apply(v));
                 // Whatever the bytes meant, a header with an unknown opcode afterwards must end it.
-                if (!closeAfter) {
+                if (trailer) {
                     out.write(v.frame(0xEE, 0, 0, 0, 0, 0, 0));
                 }
                 out.flush();
@@ -185,13 +185,6 @@ class TcpMalformedInputTest {
         assertGuardsIntact();
     }
 
-    private byte[] build(Victim v, IntFunction<byte[]> garbage) {
-        currentVictim = v;
-        return garbage.apply(1);
-    }
-
-    private Victim currentVictim;
-
     private static void drain(InputStream in) {
         try {
             in.readNBytes(1 << 20);
@@ -204,68 +197,71 @@ class TcpMalformedInputTest {
     void shouldContainGarbageFromAnAuthenticatedPeer() throws IOException {
         Random random = new Random(42);
         List<Object[]> cases = new ArrayList<>();
-        cases.add(new Object[] {"random bytes", (IntFunction<byte[]>) k -> {
+        cases.add(new Object[] {"random bytes", (Function<Victim, byte[]>) v -> {
             byte[] b = new byte[200 + random.nextInt(300)];
             random.nextBytes(b);
             b[0] = (byte) 0xF0; // not a valid type, whatever else follows
             return b;
         }});
-        cases.add(new Object[] {"unknown opcode", (IntFunction<byte[]>) k -> currentVictim.frame(0x42,
-            currentVictim.fakePsn, 0, 0, 0, 0, 0)});
-        cases.add(new Object[] {"forged rkey", (IntFunction<byte[]>) k -> currentVictim.frame(Wire.WRITE,
-            currentVictim.fakePsn, 64, region.rkey() ^ 0x5555, region.address(), 0, 64)});
-        cases.add(new Object[] {"write into the guard page", (IntFunction<byte[]>) k -> currentVictim.frame(
-            Wire.WRITE, currentVictim.fakePsn, 64, region.rkey(), region.address() - 64, 0, 64)});
-        cases.add(new Object[] {"write past the end", (IntFunction<byte[]>) k -> currentVictim.frame(Wire.WRITE,
-            currentVictim.fakePsn, 128, region.rkey(), region.address() + GUARD - 64, 0, 128)});
-        cases.add(new Object[] {"wrapping address", (IntFunction<byte[]>) k -> currentVictim.frame(Wire.WRITE,
-            currentVictim.fakePsn, 64, region.rkey(), -32L, 0, 64)});
-        cases.add(new Object[] {"oversized length", (IntFunction<byte[]>) k -> currentVictim.frame(Wire.WRITE,
-            currentVictim.fakePsn, 0x7FFFFFFF, region.rkey(), region.address(), 0, 0)});
-        cases.add(new Object[] {"negative length", (IntFunction<byte[]>) k -> currentVictim.frame(Wire.SEND,
-            currentVictim.fakePsn, -1, 0, 0, 0, 0)});
-        cases.add(new Object[] {"read beyond the region", (IntFunction<byte[]>) k -> currentVictim.frame(
-            Wire.READ_REQUEST, currentVictim.fakePsn, GUARD + 1, region.rkey(), region.address(), 0, 0)});
-        cases.add(new Object[] {"atomic with a 16-byte length", (IntFunction<byte[]>) k -> currentVictim.frame(
-            Wire.FETCH_ADD, currentVictim.fakePsn, 16, region.rkey(), region.address(), 1, 0)});
-        cases.add(new Object[] {"atomic in the guard page", (IntFunction<byte[]>) k -> currentVictim.frame(
-            Wire.FETCH_ADD, currentVictim.fakePsn, 8, region.rkey(), region.address() + GUARD, 1, 0)});
-        cases.add(new Object[] {"wrong PSN", (IntFunction<byte[]>) k -> currentVictim.frame(Wire.WRITE,
-            currentVictim.fakePsn + 5, 8, region.rkey(), region.address(), 0, 8)});
-        cases.add(new Object[] {"unsolicited ACK", (IntFunction<byte[]>) k -> currentVictim.frame(Wire.ACK, 77, 0,
+        cases.add(new Object[] {"unknown opcode", (Function<Victim, byte[]>) v -> v.frame(0x42,
+            v.fakePsn, 0, 0, 0, 0, 0)});
+        cases.add(new Object[] {"forged rkey", (Function<Victim, byte[]>) v -> v.frame(Wire.WRITE,
+            v.fakePsn, 64, region.rkey() ^ 0x5555, region.address(), 0, 64)});
+        cases.add(new Object[] {"write into the guard page", (Function<Victim, byte[]>) v -> v.frame(
+            Wire.WRITE, v.fakePsn, 64, region.rkey(), region.address() - 64, 0, 64)});
+        cases.add(new Object[] {"write past the end", (Function<Victim, byte[]>) v -> v.frame(Wire.WRITE,
+            v.fakePsn, 128, region.rkey(), region.address() + GUARD - 64, 0, 128)});
+        cases.add(new Object[] {"wrapping address", (Function<Victim, byte[]>) v -> v.frame(Wire.WRITE,
+            v.fakePsn, 64, region.rkey(), -32L, 0, 64)});
+        cases.add(new Object[] {"oversized length", (Function<Victim, byte[]>) v -> v.frame(Wire.WRITE,
+            v.fakePsn, 0x7FFFFFFF, region.rkey(), region.address(), 0, 0)});
+        cases.add(new Object[] {"negative length", (Function<Victim, byte[]>) v -> v.frame(Wire.SEND,
+            v.fakePsn, -1, 0, 0, 0, 0)});
+        cases.add(new Object[] {"read beyond the region", (Function<Victim, byte[]>) v -> v.frame(
+            Wire.READ_REQUEST, v.fakePsn, GUARD + 1, region.rkey(), region.address(), 0, 0)});
+        cases.add(new Object[] {"atomic with a 16-byte length", (Function<Victim, byte[]>) v -> v.frame(
+            Wire.FETCH_ADD, v.fakePsn, 16, region.rkey(), region.address(), 1, 0)});
+        cases.add(new Object[] {"atomic in the guard page", (Function<Victim, byte[]>) v -> v.frame(
+            Wire.FETCH_ADD, v.fakePsn, 8, region.rkey(), region.address() + GUARD, 1, 0)});
+        cases.add(new Object[] {"wrong PSN", (Function<Victim, byte[]>) v -> v.frame(Wire.WRITE,
+            v.fakePsn + 5, 8, region.rkey(), region.address(), 0, 8)});
+        cases.add(new Object[] {"unsolicited ACK", (Function<Victim, byte[]>) v -> v.frame(Wire.ACK, 77, 0,
             0, 0, 0, 0)});
-        cases.add(new Object[] {"unsolicited READ response", (IntFunction<byte[]>) k -> currentVictim.frame(
+        cases.add(new Object[] {"unsolicited READ response", (Function<Victim, byte[]>) v -> v.frame(
             Wire.READ_RESPONSE, 0, 1 << 20, 0, 0, 0, 0)});
-        cases.add(new Object[] {"reserved bits set", (IntFunction<byte[]>) k -> {
-            byte[] f = currentVictim.frame(Wire.WRITE, currentVictim.fakePsn, 0, 0, 0, 0, 0);
+        cases.add(new Object[] {"reserved bits set", (Function<Victim, byte[]>) v -> {
+            byte[] f = v.frame(Wire.WRITE, v.fakePsn, 0, 0, 0, 0, 0);
             f[Wire.OFF_RESERVED] = 1;
             return f;
         }});
         for (Object[] c : cases) {
             @SuppressWarnings("unchecked")
-            IntFunction<byte[]> g = (IntFunction<byte[]>) c[1];
-            attack((String) c[0], g, false);
+            Function<Victim, byte[]> g = (Function<Victim, byte[]>) c[1];
+            attack((String) c[0], g, true);
         }
         // Truncations: half a header, or a payload cut short, then the stream ends.
-        attack("truncated header", k -> k == 0 ? new byte[1] : java.util.Arrays.copyOf(currentVictim.frame(
-            Wire.WRITE, currentVictim.fakePsn, 8, region.rkey(), region.address(), 0, 8), 20), true);
-        attack("truncated payload", k -> k == 0 ? new byte[1] : java.util.Arrays.copyOf(currentVictim.frame(
-            Wire.WRITE, currentVictim.fakePsn, 1000, region.rkey(), region.address(), 0, 1000), Wire.HEADER + 10),
-            true);
+        attack("truncated header", v -> java.util.Arrays.copyOf(v.frame(
+            Wire.WRITE, v.fakePsn, 8, region.rkey(), region.address(), 0, 8), 20), false);
+        attack("truncated payload", v -> java.util.Arrays.copyOf(v.frame(
+            Wire.WRITE, v.fakePsn, 1000, region.rkey(), region.address(), 0, 1000), Wire.HEADER + 10),
+            false);
+        // 6 access violations were NAKed; the other 11 crafted inputs were protocol errors.
+        assertTrue(victim.counters().get(Counter.REMOTE_ACCESS_ERRORS) >= 6, victim.counters().toString());
+        assertTrue(victim.counters().get(Counter.PORT_RCV_ERRORS) >= 11, victim.counters().toString());
         // Random mutations of valid frames.
         for (int round = 0; round < 25; round++) {
             int r = round;
-            attack("mutation " + round, k -> {
+            attack("mutation " + round, v -> {
                 int[] types = {Wire.WRITE, Wire.READ_REQUEST, Wire.FETCH_ADD, Wire.COMPARE_SWAP, Wire.SEND};
                 int type = types[r % types.length];
                 int len = type == Wire.WRITE || type == Wire.READ_REQUEST ? 64 : type == Wire.SEND ? 16 : 8;
-                byte[] f = currentVictim.frame(type, currentVictim.fakePsn, len, region.rkey(),
+                byte[] f = v.frame(type, v.fakePsn, len, region.rkey(),
                     region.address() + 128, 1, Wire.requestCarriesPayload(type) ? len : 0);
                 for (int m = 0; m < 1 + random.nextInt(3); m++) {
                     f[random.nextInt(Wire.HEADER)] ^= (byte) (1 + random.nextInt(255));
                 }
                 return f;
-            }, false);
+            }, true);
         }
         assertStillServing();
     }

@@ -350,4 +350,73 @@ class TcpQueuePairTest {
             mb.close();
         }
     }
+
+    @Test
+    void shouldHoldSendsPostedBeforeThePeerIsReadyInEitherRole() {
+        for (int round = 0; round < 4; round++) {
+            Side a = Side.create(ca);
+            Side b = Side.create(cb);
+            MemoryRegion ma = a.pd().allocateMemory(4096, ALL);
+            MemoryRegion mb = b.pd().allocateMemory(4096, ALL);
+            // a is ready and sends while b is still in INIT; whichever of them connects, it must wait for b.
+            a.qp().modify(QueuePairAttributes.toReadyToReceive(b.qp().localEndpoint()));
+            a.qp().modify(QueuePairAttributes.toReadyToSend(a.qp().initialPsn()));
+            ma.segment().fill((byte) (round + 1));
+            a.qp().postSend(new SendWorkRequest().wrId(round).opcode(SendOpcode.RDMA_WRITE)
+                .flags(SendFlag.SIGNALED).remote(mb.address(), mb.rkey()).local(ma, 0, 4096));
+            WorkCompletion[] none = WorkCompletion.array(1);
+            assertEquals(0, a.cq().poll(none, 1, 50_000_000L));
+            b.qp().modify(QueuePairAttributes.toReadyToReceive(a.qp().localEndpoint()));
+            b.qp().modify(QueuePairAttributes.toReadyToSend(b.qp().initialPsn()));
+            assertEquals(round, pollSuccess(a.cq()).wrId());
+            assertEquals((byte) (round + 1), mb.segment().get(ValueLayout.JAVA_BYTE, 4095));
+            a.qp().close();
+            b.qp().close();
+        }
+    }
+
+    @Test
+    void shouldMoveAnIdleQueuePairToErrorAndFlushReceivesWhenTheConnectionDrops() {
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        MemoryRegion ma = a.pd().allocateMemory(4096, ALL);
+        ReceiveWorkRequest recv = new ReceiveWorkRequest();
+        recv.wrId(5);
+        recv.local(ma, 0, 64);
+        a.qp().postReceive(recv);
+        b.qp().modify(new QueuePairAttributes().state(QueuePairState.RESET));
+        WorkCompletion wc = poll(a.cq());
+        assertEquals(WorkCompletionStatus.WR_FLUSH_ERR, wc.status());
+        assertEquals(5, wc.wrId());
+        TcpTestSupport.awaitState(a.qp(), QueuePairState.ERROR);
+    }
+
+    @Test
+    void shouldAcceptPostsFromSeveralThreadsAtOnce() throws Exception {
+        Side a = Side.create(ca, QueuePairInitAttributes.of(ca.createCompletionQueue(4)).withDepths(4096, 4));
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        MemoryRegion ma = a.pd().allocateMemory(1 << 16, ALL);
+        MemoryRegion mb = b.pd().allocateMemory(1 << 16, ALL);
+        int threads = 4;
+        int each = 500;
+        List<Thread> posters = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            int id = t;
+            posters.add(Thread.ofPlatform().start(() -> {
+                SendWorkRequest wr = new SendWorkRequest();
+                for (int i = 0; i < each; i++) {
+                    a.qp().postSend(wr.wrId(id * 100_000L + i).opcode(SendOpcode.RDMA_WRITE)
+                        .flags(SendFlag.SIGNALED).remote(mb.address() + id * 8L, mb.rkey()).local(ma, id * 8L, 8));
+                }
+            }));
+        }
+        for (Thread t : posters) {
+            t.join(30_000);
+        }
+        for (int i = 0; i < threads * each; i++) {
+            pollSuccess(a.cq());
+        }
+    }
 }
