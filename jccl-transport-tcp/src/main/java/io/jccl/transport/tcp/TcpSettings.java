@@ -74,6 +74,12 @@ public record TcpSettings(int threads, String interfaces, String family, String 
             spinNs);
     }
 
+    /** A copy with another hung-peer timeout floor. */
+    public TcpSettings withPeerTimeoutMs(long ms) {
+        return new TcpSettings(threads, interfaces, family, address, port, socketBufferBytes, connectTimeoutMs, ms,
+            spinNs);
+    }
+
     private static String blankToNull(String s) {
         return s == null || s.isBlank() ? null : s.trim();
     }

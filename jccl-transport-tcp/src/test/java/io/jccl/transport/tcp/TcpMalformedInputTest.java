@@ -87,9 +87,13 @@ class TcpMalformedInputTest {
         final EndpointAddress address;
 
         Victim() {
+            this(servingA);
+        }
+
+        Victim(Side side) {
             QueuePair created;
             do {
-                created = servingA.pd().createQueuePair(QueuePairInitAttributes.of(servingA.cq()));
+                created = side.pd().createQueuePair(QueuePairInitAttributes.of(side.cq()));
             } while (created.queuePairNumber() == 0xFFFFFF);
             qp = created;
             fakeQpn = qp.queuePairNumber() + 1; // larger QPN: the fake peer is the side that connects
@@ -306,5 +310,25 @@ class TcpMalformedInputTest {
             assertGuardsIntact();
         }
         assertStillServing();
+    }
+
+    @Test
+    void shouldGiveUpOnAPeerThatStopsAnswering() throws IOException {
+        try (Context impatient = TcpProvider.device().open(TcpTestSupport.loopback().withPeerTimeoutMs(300))) {
+            Side side = Side.create(impatient);
+            try (Victim v = new Victim(side); Socket socket = v.connect()) {
+                v.qp.modify(QueuePairAttributes.toReadyToSend(v.qp.initialPsn()).timeout(1).retryCount(1));
+                MemoryRegion local = side.pd().allocateMemory(64, ALL);
+                v.qp.postSend(new SendWorkRequest().wrId(7).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+                    .remote(0x1000, 1).local(local, 0, 64));
+                // The fake peer reads the request and never answers, but keeps the connection open.
+                byte[] request = socket.getInputStream().readNBytes(Wire.HEADER + 64);
+                assertEquals(Wire.WRITE, request[0]);
+                var wc = TcpTestSupport.poll(side.cq());
+                assertEquals(io.jccl.verbs.WorkCompletionStatus.RETRY_EXC_ERR, wc.status());
+                assertEquals(7, wc.wrId());
+                assertTrue(impatient.counters().get(Counter.LOCAL_ACK_TIMEOUT_ERR) >= 1);
+            }
+        }
     }
 }
