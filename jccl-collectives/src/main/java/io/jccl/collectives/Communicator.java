@@ -1180,25 +1180,27 @@ public final class Communicator implements AutoCloseable {
     }
 
     private void doP2p(List<PendingP2p> ops) {
-        Signature[] sigs = new Signature[ops.size()];
-        int i = 0;
-        for (PendingP2p op : ops) {
-            Peer p = transport.peers[op.peer()];
-            long seq = op.send() ? ++p.p2pSendSeq : ++p.p2pRecvSeq;
-            Signature s = new Signature().set(seq, Collective.SEND_RECV, op.count(), op.type(), null, -1);
-            sigs[i++] = s;
-            long bytes = op.count() * op.type().sizeBytes();
-            if (op.send()) {
-                engine.sendX(p, s, nativeOf(op.buf(), bytes, 1, true), 0, bytes);
-            } else {
-                engine.recvX(p, s, op.buf(), 0, bytes, null, null);
+        // Heap sends need native copies that live until the whole group is done (one per send: running part of a
+        // group early could deadlock against a peer's group).
+        try (Arena copies = Arena.ofShared()) {
+            for (PendingP2p op : ops) {
+                Peer p = transport.peers[op.peer()];
+                long seq = op.send() ? ++p.p2pSendSeq : ++p.p2pRecvSeq;
+                Signature s = new Signature().set(seq, Collective.SEND_RECV, op.count(), op.type(), null, -1);
+                long bytes = op.count() * op.type().sizeBytes();
+                if (op.send()) {
+                    MemorySegment src = op.buf();
+                    if (!src.isNative()) {
+                        src = copies.allocate(Math.max(1, bytes), 64).asSlice(0, bytes);
+                        MemorySegment.copy(op.buf(), 0, src, 0, bytes);
+                    }
+                    engine.sendX(p, s, src, 0, bytes);
+                } else {
+                    engine.recvX(p, s, op.buf(), 0, bytes, null, null);
+                }
             }
-            if (!op.buf().isNative() && op.send() && ops.size() > 1) {
-                // one bounce slot: run now so the next heap send can reuse it
-                engine.run();
-            }
+            engine.run();
         }
-        engine.run();
     }
 
     // ============================================================================================ windows

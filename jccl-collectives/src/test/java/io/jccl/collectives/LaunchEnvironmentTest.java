@@ -1,0 +1,61 @@
+package io.jccl.collectives;
+
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+import java.util.Map;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class LaunchEnvironmentTest {
+    @Test
+    void jccl() {
+        LaunchEnvironment e = LaunchEnvironment.detect(Map.of("JCCL_RANK", "2", "JCCL_WORLD_SIZE", "4",
+            "JCCL_STORE_ADDR", "10.0.0.5:1234"));
+        assertEquals(new LaunchEnvironment(2, 4, -1, "10.0.0.5:1234", "jccl", false), e);
+        assertTrue(LaunchEnvironment.detect(Map.of("JCCL_RANK", "0", "JCCL_WORLD_SIZE", "4", "JCCL_STORE_ADDR",
+            "h")).startServer());
+        assertEquals("h:29500", LaunchEnvironment.detect(Map.of("JCCL_RANK", "0", "JCCL_WORLD_SIZE", "4",
+            "JCCL_STORE_ADDR", "h")).storeAddress());
+        assertFalse(LaunchEnvironment.detect(Map.of("JCCL_RANK", "0", "JCCL_WORLD_SIZE", "4", "JCCL_STORE_ADDR",
+            "h:1", "JCCL_STORE_SERVER", "0")).startServer());
+        assertEquals("file:/shared/rdv", LaunchEnvironment.detect(Map.of("JCCL_RANK", "0", "JCCL_WORLD_SIZE", "1",
+            "JCCL_STORE_ADDR", "file:/shared/rdv")).storeAddress());
+    }
+
+    @Test
+    void torchrun() {
+        LaunchEnvironment e = LaunchEnvironment.detect(Map.of("RANK", "0", "WORLD_SIZE", "8", "LOCAL_RANK", "0",
+            "MASTER_ADDR", "node1", "MASTER_PORT", "29501"));
+        assertEquals(new LaunchEnvironment(0, 8, 0, "node1:29501", "torchrun", true), e);
+    }
+
+    @Test
+    void openMpi() {
+        LaunchEnvironment e = LaunchEnvironment.detect(Map.of("OMPI_COMM_WORLD_RANK", "3", "OMPI_COMM_WORLD_SIZE",
+            "4", "OMPI_COMM_WORLD_LOCAL_RANK", "1", "JCCL_STORE_ADDR", "head:7000"));
+        assertEquals(new LaunchEnvironment(3, 4, 1, "head:7000", "openmpi", false), e);
+        IllegalStateException missing = assertThrows(IllegalStateException.class, () -> LaunchEnvironment.detect(
+            Map.of("OMPI_COMM_WORLD_RANK", "3", "OMPI_COMM_WORLD_SIZE", "4")));
+        assertTrue(missing.getMessage().contains("JCCL_STORE_ADDR"), missing.getMessage());
+    }
+
+    @Test
+    void slurm() {
+        LaunchEnvironment e = LaunchEnvironment.detect(Map.of("SLURM_PROCID", "5", "SLURM_NTASKS", "16",
+            "SLURM_LOCALID", "1", "SLURM_NODELIST", "node[01-04,07],gpu5"));
+        assertEquals(new LaunchEnvironment(5, 16, 1, "node01:29500", "slurm", false), e);
+        assertEquals(List.of("node01", "node02", "node03", "node04", "node07", "gpu5", "x1", "x2", "a9-b"),
+            LaunchEnvironment.expandNodeList("node[01-04,07],gpu5,x[1-2],a9-b"));
+        assertEquals(List.of("r1n08", "r1n09", "r1n10"), LaunchEnvironment.expandNodeList("r1n[08-10]"));
+    }
+
+    @Test
+    void nothingToGoOn() {
+        IllegalStateException e = assertThrows(IllegalStateException.class, () -> LaunchEnvironment.detect(Map.of()));
+        assertTrue(e.getMessage().contains("JCCL_RANK"), e.getMessage());
+    }
+}
