@@ -24,9 +24,12 @@ final class PeerLink {
     final int maxSge;
     final long domainId;
     final long startTime;
+    final Doorbell doorbell;
     private final Arena arena;
 
-    private PeerLink(long pid, int queuePairNumber, Arena arena, MemorySegment queuePairFile, ShmKeyTable keys) {
+    private PeerLink(long pid, int queuePairNumber, Arena arena, MemorySegment queuePairFile, ShmKeyTable keys,
+                     MemorySegment contextFile) {
+        this.doorbell = new Doorbell(contextFile);
         this.pid = pid;
         this.queuePairNumber = queuePairNumber;
         this.arena = arena;
@@ -90,7 +93,7 @@ final class PeerLink {
                 throw new VerbsException(VerbsException.Reason.REJECTED, "shm context file "
                     + address.contextFile() + " is not a context of process " + address.pid());
             }
-            return new PeerLink(address.pid(), remote.queuePairNumber(), arena, qp, keys);
+            return new PeerLink(address.pid(), remote.queuePairNumber(), arena, qp, keys, ctx);
         } catch (NoSuchFileException e) {
             arena.close();
             throw new VerbsException(VerbsException.Reason.CONNECTION, "shm peer file " + e.getFile()
@@ -136,6 +139,7 @@ final class PeerLink {
                 return;
             }
             if (ShmKeyTable.INT.compareAndSet(queuePairFile, QueuePairFile.STATE, s, QueuePairFile.S_ERR)) {
+                doorbell.ring(); // a sleeping owner should notice and flush now
                 return;
             }
         }

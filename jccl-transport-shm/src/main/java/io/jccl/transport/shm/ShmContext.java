@@ -1,6 +1,8 @@
 package io.jccl.transport.shm;
 
 import io.jccl.verbs.AtomicCapability;
+import io.jccl.verbs.CompletionQueue;
+import io.jccl.verbs.VerbsException;
 import io.jccl.verbs.DeviceAttributes;
 import io.jccl.verbs.PathMtu;
 import io.jccl.verbs.PortAttributes;
@@ -11,6 +13,7 @@ import io.jccl.verbs.spi.AbstractProtectionDomain;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 
 /**
@@ -28,7 +31,9 @@ public final class ShmContext extends AbstractContext {
     private final String fileName = ShmFiles.name(fileId, ShmFiles.CONTEXT);
     private final Path path = ShmFiles.DIRECTORY.resolve(fileName);
     private final ShmKeyTable keyTable;
+    private final Doorbell doorbell;
     private final DeviceAttributes attributes;
+    private final List<ShmCompletionQueue> completionQueues = new ArrayList<>();
 
     ShmContext(ShmDevice device) {
         super(device);
@@ -43,6 +48,7 @@ public final class ShmContext extends AbstractContext {
         }
         keyTable = new ShmKeyTable(file);
         keyTable.format(ShmFiles.selfPid());
+        doorbell = new Doorbell(file);
         attributes = new DeviceAttributes(device.name(), ShmProvider.NAME, "shared memory (JCCL shm)", "1.0",
             device.guid(), 0x4A43, 1, 1, MAX_REGION_SIZE, 4096, 4096, 16384, 16, 4096, 1 << 20,
             ShmKeyTable.CAPACITY / 2, 4096, 16, 16, 1024, AtomicCapability.ATOMIC_GLOB,
@@ -55,6 +61,23 @@ public final class ShmContext extends AbstractContext {
         return attributes;
     }
 
+    /**
+     * Creates a completion queue whose blocking poll sleeps on this context's doorbell (see
+     * {@link ShmCompletionQueue}).
+     */
+    @Override
+    public synchronized CompletionQueue createCompletionQueue(int capacity) {
+        ensureOpen();
+        int max = attributes.maxCompletionQueueEntries();
+        if (capacity < 1 || capacity > max) {
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT,
+                "completion queue capacity " + capacity + " outside 1.." + max);
+        }
+        ShmCompletionQueue queue = new ShmCompletionQueue(this, capacity, doorbell);
+        completionQueues.add(queue);
+        return queue;
+    }
+
     @Override
     protected AbstractProtectionDomain newProtectionDomain() {
         return new ShmProtectionDomain(this);
@@ -63,6 +86,11 @@ public final class ShmContext extends AbstractContext {
     /** The shared rkey table. */
     ShmKeyTable keyTable() {
         return keyTable;
+    }
+
+    /** The context's doorbell (for tests). */
+    Doorbell doorbell() {
+        return doorbell;
     }
 
     /** Name of the control file (part of every endpoint address). */
@@ -77,6 +105,16 @@ public final class ShmContext extends AbstractContext {
 
     @Override
     protected void closeProvider() {
+        synchronized (this) {
+            for (ShmCompletionQueue queue : completionQueues) {
+                try {
+                    queue.close();
+                } catch (VerbsException ignored) {
+                    // queue pairs are gone by now; nothing else can hold the queue
+                }
+            }
+            completionQueues.clear();
+        }
         ShmFiles.delete(path);
         arena.close();
     }

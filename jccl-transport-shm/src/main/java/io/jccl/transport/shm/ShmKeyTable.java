@@ -17,6 +17,7 @@ import java.lang.invoke.VarHandle;
  *
  * <pre>
  * header (128 B): magic u64 | version u32 | capacity u32 | owner pid u64 | owner start time u64
+ *                 | (64) doorbell sequence u32 | (96) doorbell sleepers u32 (see Doorbell)
  * entry  (128 B): seq u64 | rkey u32 | state u32 | access u32 | kind u32 | address u64 | length u64
  *                 | file id u64 | file offset u64 | protection-domain id u64 | (64) users u32
  * </pre>

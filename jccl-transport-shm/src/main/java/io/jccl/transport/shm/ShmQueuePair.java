@@ -110,6 +110,20 @@ public final class ShmQueuePair extends AbstractQueuePair {
         file.set(ValueLayout.JAVA_LONG, DOMAIN, domain.id());
         INT.setRelease(file, STATE, S_RESET);
         LONG.setRelease(file, 0L, QueuePairFile.MAGIC);
+        if (sendQueue instanceof ShmCompletionQueue queue) {
+            queue.register(this);
+        }
+        if (receiveQueue != sendQueue && receiveQueue instanceof ShmCompletionQueue queue) {
+            queue.register(this);
+        }
+    }
+
+    /**
+     * Whether a request waits on a timer (RNR or a peer not yet ready): a sleeping poller must wake in time to
+     * retry it. Read without the lock by pollers deciding how long to sleep; a stale answer only changes that.
+     */
+    boolean hasTimedWork() {
+        return sendHead != sendTail;
     }
 
     @Override
@@ -186,6 +200,12 @@ public final class ShmQueuePair extends AbstractQueuePair {
 
     @Override
     protected void destroy() {
+        if (sendQueue instanceof ShmCompletionQueue queue) {
+            queue.unregister(this);
+        }
+        if (receiveQueue instanceof ShmCompletionQueue queue) {
+            queue.unregister(this);
+        }
         INT.setRelease(file, STATE, S_DESTROYED);
         if (peer != null) {
             peer.close();
@@ -657,6 +677,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
         q.set(ValueLayout.JAVA_INT, e + E_SRC_QPN, queuePairNumber);
         LONG.setRelease(q, e + E_DONE, index + 1);
         claimedReceive = -1;
+        peer.doorbell.ring(); // the receiver may sleep in a blocking poll
     }
 
     /** {@link #gatherToPrivate}, then leaves the key-table entry entered before it. */
