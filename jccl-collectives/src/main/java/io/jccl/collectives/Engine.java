@@ -31,8 +31,9 @@ final class Engine {
     long directEpoch;
     long directRound;
     private long nextHealthNs;
-    /** What the current wait is waiting for (for timeout messages). */
-    private String waitingFor = "";
+    /** The peer a direct barrier waits for (for timeout messages), or -1. */
+    private int waitingPeer = -1;
+    private Signature waitingSig;
 
     Engine(Communicator comm, Transport t) {
         this.comm = comm;
@@ -58,7 +59,9 @@ final class Engine {
         comm.checkNotAborted();
         long now = System.nanoTime();
         if (now - deadlineNs > 0) {
-            throw comm.timeout("waiting for " + waitingFor);
+            throw comm.timeout("waiting for " + (active > 0 ? describeWait(active)
+                : waitingPeer >= 0 ? "rank " + waitingPeer + " to reach the barrier of " + waitingSig + " (direct path)"
+                : "progress"));
         }
         if (now - nextHealthNs > 0) {
             nextHealthNs = now + HEALTH_INTERVAL_NS;
@@ -157,9 +160,6 @@ final class Engine {
                 }
                 if (allDone && !sendsPending) {
                     return;
-                }
-                if (work == 0) {
-                    waitingFor = describeWait(n);
                 }
                 idle(work, null);
             }
@@ -541,10 +541,12 @@ final class Engine {
                 continue;
             }
             Peer p = t.peers[j];
+            waitingPeer = j;
+            waitingSig = sig;
             while (arrived(p) < epoch) {
-                waitingFor = "rank " + j + " to reach the barrier of " + sig + " (direct path)";
                 idle(0, p);
             }
+            waitingPeer = -1;
             idle.reset();
         }
         if (checkSignature) {
