@@ -25,6 +25,8 @@ MIB = B.MIB
 FULL_AR = [8, 1024, 65536, MIB, 16 * MIB, 64 * MIB]
 BC_AG = [MIB, 16 * MIB]
 OMPI = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "pml", "ob1"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+NETNS_PREFIX = os.environ.get("JCCL_BENCH_NETNS_PREFIX", "jbench")   # not "jccl": the tcp tests use that one
 BENCH_JAR = os.path.join(B.ROOT, "jccl-benchmarks", "target", "jccl-benchmarks-0.1.0-SNAPSHOT.jar")
 BENCH_CP = f"{BENCH_JAR}:{os.path.join(B.ROOT, 'jccl-benchmarks', 'target', 'lib')}/*"
 JVM_FLAGS = ["--enable-native-access=ALL-UNNAMED", "--add-modules", "jdk.incubator.vector"]
@@ -66,20 +68,26 @@ class Harness:
         self.startup = {}      # key -> [ms]
         self.ceil = {}         # (kind, bytes, threads) -> [GB/s]
         self.runs = []         # (label, wall, foreign)
+        self.port = 29600 + os.getpid() % 300
         self.env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                         OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", MASTER_ADDR="127.0.0.1")
 
     # ------------------------------------------------------------------ commands
-    def jccl_cmd(self, np_, impl, spec, transport_env, main="io.jccl.benchmarks.CollectiveBench", args=None):
+    def jccl_cmd(self, np_, impl, spec, transport_env, main="io.jccl.benchmarks.CollectiveBench", args=None,
+                 netns=False):
         java = [B.java_bin(), *JVM_FLAGS, *self.a.jvm_opt, "-cp", BENCH_CP, main]
         java += args if args is not None else [impl, spec, str(self.a.blocks), str(self.a.target)]
         env = dict(self.env)
         env.update(transport_env)
-        if self.a.launcher == "jccl":
+        if netns:
+            self.port += 1
+            cmd = [B.PY, os.path.join(HERE, "netns_launch.py"), "--np", str(np_), "--style", "jccl",
+                   "--prefix", NETNS_PREFIX, "--port", str(self.port), "--", *java]
+        elif self.a.launcher == "jccl":
             cmd = [os.path.join(B.ROOT, "jccl"), "run", "-np", str(np_), "--no-prefix", "--", *java]
             env["JCCL_NO_BUILD"] = "1"
         else:  # direct: what ./jccl run sets, without the launcher JVM
-            cmd = [B.PY, os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.py"), str(np_), "--", *java]
+            cmd = [B.PY, os.path.join(HERE, "launch.py"), str(np_), "--", *java]
         return cmd, env
 
     def peer_cmd(self, impl, np_, spec):
@@ -94,6 +102,12 @@ class Harness:
             return [*OMPI, "--mca", "btl", "self,vader", "-np", str(np_), B.PY,
                     os.path.join(self.peers, "src", "mpi_coll.py"), "--impl", impl, "--ops", spec,
                     "--blocks", str(self.a.blocks), "--target", str(self.a.target)]
+        if impl == "torch-gloo-netns":
+            self.port += 1
+            return [B.PY, os.path.join(HERE, "netns_launch.py"), "--np", str(np_), "--style", "torch", "--prefix",
+                    NETNS_PREFIX, "--port", str(self.port), "--", B.PY, os.path.join(self.peers, "src", "gloo_coll.py"),
+                    "--worker", "--np", str(np_), "--ops", spec, "--blocks", str(self.a.blocks), "--target",
+                    str(self.a.target), "--impl", impl]
         if impl == "torch-gloo":
             return [B.PY, os.path.join(self.peers, "src", "gloo_coll.py"), "--np", str(np_), "--ops", spec,
                     "--blocks", str(self.a.blocks), "--target", str(self.a.target)]
@@ -167,13 +181,35 @@ class Harness:
             jobs += [("tcp", "jccl-tcp", 2, s2, "tcp"), ("tcp", "ompi-c-tcp", 2, s2, None)]
             if "shm" not in a.configs:
                 jobs += [("shm", "torch-gloo", 2, s2, None)]
+        if "netns" in a.configs:
+            jobs += [("netns", "jccl-netns", 2, s2, "netns"), ("netns", "torch-gloo-netns", 2, s2, None)]
         if "np4" in a.configs:
             jobs += [("np4", "jccl-shm", 4, s2, "shm"), ("np4", "ompi-mpi4py", 4, s2, None)]
             if a.gloo_np4:
                 jobs += [("np4", "torch-gloo", 4, s2, None)]
         return jobs
 
+    def netns(self, action):
+        script = os.path.join(B.ROOT, "scripts", "netns.sh")
+        env = dict(os.environ, JCCL_NETNS_PREFIX=NETNS_PREFIX)
+        r = B.run_measured(f"netns {action}", ["bash", script, *action.split()], env=env, timeout=120, retries=0,
+                           raw_name=f"netns.{action.split()[0]}.txt")
+        return r.rc == 0
+
     def go(self):
+        if "netns" in self.a.configs:
+            if not os.path.exists(os.path.join(B.ROOT, "scripts", "netns.sh")) or os.geteuid() != 0 \
+                    or not self.netns("up 2"):
+                B.log("netns test bed not available (scripts/netns.sh up 2 failed or not root): skipping netns")
+                self.failures.append(("netns", "setup", 0, "scripts/netns.sh up 2 failed or not root; skipped"))
+                self.a.configs.remove("netns")
+        try:
+            self.go_rounds()
+        finally:
+            if "netns" in self.a.configs:
+                self.netns("down")
+
+    def go_rounds(self):
         jobs = self.plan()
         self.ceilings("start")
         for rnd in range(self.a.rounds):
@@ -190,7 +226,8 @@ class Harness:
             B.log(f"=== round {rnd + 1}/{self.a.rounds}: " + ", ".join(f"{c}:{i}" for c, i, *_ in seq))
             for config, impl, np_, spec, kind in seq:
                 if kind:
-                    cmd, env = self.jccl_cmd(np_, impl, spec, self.transport_env(kind))
+                    cmd, env = self.jccl_cmd(np_, impl, spec, self.transport_env("tcp" if kind == "netns" else kind),
+                                             netns=kind == "netns")
                 else:
                     cmd, env = self.peer_cmd(impl, np_, spec), self.env
                 self.run_coll(config, impl, np_, spec, rnd, cmd, env)
@@ -334,27 +371,35 @@ def report(h, a, t_start):
         A("4 ranks oversubscribed, broadcast / allgather — µs per op (busbw GB/s):\n")
         A(B.md_table(["op", "size"] + [NAMES[i] for i in impls], rows))
 
-    # ---- tcp
-    if "tcp" in a.configs:
-        A("### 2 ranks over TCP on loopback (JCCL forced to tcp0)\n")
-        A(f"JCCL with `{' '.join(a.jccl_env_tcp)}`; gloo is the same run as in the shm table (gloo always uses TCP); "
-          "Open MPI C with `--mca btl self,tcp` for reference. µs per op (busbw GB/s).\n")
-        impls = [("tcp", "jccl-tcp"), ("shm", "torch-gloo"), ("tcp", "ompi-c-tcp")]
+    # ---- tcp (one host, forced) and netns (two namespaces = two hosts)
+    for cfg, jimpl, gcfg, gimpl, title, desc in (
+            ("tcp", "jccl-tcp", "shm", "torch-gloo", "2 ranks over TCP on loopback (JCCL forced to tcp0)",
+             "gloo is the same run as in the shm table (gloo always uses TCP); Open MPI C with `--mca btl self,tcp` "
+             "for reference."),
+            ("netns", "jccl-netns", "netns", "torch-gloo-netns",
+             "2 ranks on two network-namespace hosts (scripts/netns.sh: veth + bridge, no shaping)",
+             "Rank i runs in namespace h(i+1) (10.77.0.i+1, eth0); JCCL gets `JCCL_HOST_ID=h1/h2` so it treats them "
+             "as two hosts (tcp0, no direct path); gloo with `GLOO_SOCKET_IFNAME=eth0`.")):
+        if cfg not in a.configs:
+            continue
+        A(f"### {title}\n")
+        A(f"JCCL with `{' '.join(a.jccl_env_tcp)}`; {desc} µs per op (busbw GB/s).\n")
+        impls = [(cfg, jimpl), (gcfg, gimpl)] + ([("tcp", "ompi-c-tcp")] if cfg == "tcp" else [])
         rows = []
         for op, sizes in (("allreduce", FULL_AR), ("bcast", BC_AG), ("allgather", BC_AG)):
             for s in sizes:
                 cells = ["—" if h.med(c, i, op, s) is None else
                          f"{h.cell_us(c, i, op, s)} ({B.fmt(h.busbw(c, i, op, s, 2))})" for c, i in impls]
-                bj, bg = h.busbw("tcp", "jccl-tcp", op, s, 2), h.busbw("shm", "torch-gloo", op, s, 2)
+                bj, bg = h.busbw(cfg, jimpl, op, s, 2), h.busbw(gcfg, gimpl, op, s, 2)
                 rows.append([op, B.hsize(s)] + cells + [B.fmt(B.ratio(bj, bg), 2)])
                 if s >= MIB:
                     r = B.ratio(bj, bg)
-                    targets.append(("2 ranks tcp", f"{op} busbw at {B.hsize(s)} ≥ 2× gloo",
-                                    f"{B.fmt(r, 2)}×" if r is not None else "—",
-                                    None if r is None else r >= 2))
-        A(B.md_table(["op", "size", "JCCL tcp", "gloo", "Open MPI C btl tcp", "JCCL/gloo busbw"], rows))
-        tj, tg = h.med("tcp", "jccl-tcp", "allreduce", 8), h.med("shm", "torch-gloo", "allreduce", 8)
-        targets.append(("2 ranks tcp", "allreduce time at 8 B ≤ 1/10 of gloo",
+                    targets.append((f"2 ranks {cfg}", f"{op} busbw at {B.hsize(s)} ≥ 2× gloo",
+                                    f"{B.fmt(r, 2)}×" if r is not None else "—", None if r is None else r >= 2))
+        A(B.md_table(["op", "size", "JCCL", "gloo"] + (["Open MPI C btl tcp"] if cfg == "tcp" else [])
+                     + ["JCCL/gloo busbw"], rows))
+        tj, tg = h.med(cfg, jimpl, "allreduce", 8), h.med(gcfg, gimpl, "allreduce", 8)
+        targets.append((f"2 ranks {cfg}", "allreduce time at 8 B ≤ 1/10 of gloo",
                         f"{tcell(tj)} vs {tcell(tg)} µs (= {B.fmt(B.ratio(tj, tg), 3)})",
                         None if tj is None or tg is None else tj <= tg / 10))
 
@@ -406,7 +451,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="1 round, 3 blocks of 0.05 s, 1 start-up launch, no retries")
-    ap.add_argument("--configs", default="shm,np4,tcp,startup", help="comma list of shm,np4,tcp,startup")
+    ap.add_argument("--configs", default="shm,np4,tcp,netns,startup",
+                    help="comma list of shm,np4,tcp,netns,startup (netns needs root and scripts/netns.sh)")
     ap.add_argument("--blocks", type=int, default=5)
     ap.add_argument("--target", type=float, default=0.2, help="seconds per block (mpi_coll.c's target)")
     ap.add_argument("--gloo-np4", action="store_true", help="also run gloo with 4 ranks (not a target)")
