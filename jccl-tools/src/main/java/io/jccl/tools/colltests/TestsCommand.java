@@ -1,32 +1,287 @@
 package io.jccl.tools.colltests;
 
+import io.jccl.collectives.Communicator;
+import io.jccl.collectives.DataType;
+import io.jccl.collectives.ReduceOp;
+import io.jccl.tools.JcclRuntime;
+import io.jccl.tools.launcher.Launcher;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
-import picocli.CommandLine.Unmatched;
+import picocli.CommandLine.Spec;
+import picocli.CommandLine.Model.CommandSpec;
 
+import java.io.PrintStream;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.net.InetAddress;
+import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.concurrent.Callable;
 
 /**
- * {@code jccl tests NAME_perf}: the nccl-tests programs. Not available yet: it needs a working
- * {@code Communicator} in jccl-collectives. {@link BusBandwidth} already holds the bandwidth definitions.
+ * {@code jccl tests NAME_perf}: the nccl-tests programs over a JCCL {@link Communicator}: same flags
+ * ({@code -b -e -f -i -n -w -c -d -o -r}), same table (out-of-place and in-place time, algbw, busbw, #wrong) and
+ * footer. Run inside a launcher ({@code jccl run -np N jccl-tests…}, torchrun, mpirun) it is one rank; started
+ * directly it launches {@code --np} local ranks of itself with {@link Launcher}. Rank 0 prints.
  */
-@Command(name = "tests", mixinStandardHelpOptions = true,
-    description = {"nccl-tests-compatible collective benchmarks (all_reduce_perf, all_gather_perf, …).",
-        "Not available yet: jccl-collectives has no Communicator to drive."})
+@Command(name = "tests", mixinStandardHelpOptions = true, sortOptions = false,
+    description = {"nccl-tests-compatible collective benchmarks: all_reduce_perf all_gather_perf broadcast_perf "
+        + "reduce_perf reduce_scatter_perf alltoall_perf gather_perf scatter_perf sendrecv_perf.",
+        "Started directly it runs --np local ranks (default 2); under jccl run / torchrun / mpirun it is one rank."})
 public final class TestsCommand implements Callable<Integer> {
     @Parameters(index = "0", paramLabel = "TEST", description = "all_reduce_perf, all_gather_perf, broadcast_perf, "
         + "reduce_perf, reduce_scatter_perf, alltoall_perf, gather_perf, scatter_perf, sendrecv_perf")
     String test;
 
-    @Unmatched
-    List<String> rest;
+    @Option(names = {"-b", "--minbytes"}, paramLabel = "SIZE", description = "smallest size (default 32M; K/M/G)")
+    String minBytes = "32M";
+
+    @Option(names = {"-e", "--maxbytes"}, paramLabel = "SIZE", description = "largest size (default 32M)")
+    String maxBytes = "32M";
+
+    @Option(names = {"-f", "--stepfactor"}, paramLabel = "F", description = "multiply the size by F each step")
+    long stepFactor;
+
+    @Option(names = {"-i", "--stepbytes"}, paramLabel = "BYTES", description = "add BYTES each step (default 1M)")
+    String stepBytes = "1M";
+
+    @Option(names = {"-n", "--iters"}, paramLabel = "N", description = "timed iterations (default 20)")
+    int iterations = 20;
+
+    @Option(names = {"-w", "--warmup_iters"}, paramLabel = "N", description = "warm-up iterations (default 5)")
+    int warmup = 5;
+
+    @Option(names = {"-c", "--check"}, paramLabel = "0|1", description = "check results (default 1)")
+    int check = 1;
+
+    @Option(names = {"-d", "--datatype"}, paramLabel = "TYPE", description = "float (default), double, half, "
+        + "bfloat16, int8, uint8, int32, int64")
+    String dataType = "float";
+
+    @Option(names = {"-o", "--op"}, paramLabel = "OP", description = "sum (default), prod, min, max, avg")
+    String reduceOp = "sum";
+
+    @Option(names = {"-r", "--root"}, paramLabel = "RANK", description = "root rank (default 0)")
+    int root;
+
+    @Option(names = {"-a", "--average"}, paramLabel = "0-3", description = "how ranks' times combine: 0 rank 0, "
+        + "1 average (default), 2 minimum, 3 maximum")
+    int average = 1;
+
+    @Option(names = {"-np", "--np"}, paramLabel = "N", description = "ranks to launch when not started by a "
+        + "launcher (default 2)")
+    int ranks = 2;
+
+    @Option(names = {"-g", "--ngpus"}, paramLabel = "1", description = "accepted for compatibility; must be 1")
+    int ngpus = 1;
+
+    @Option(names = "--timeout", paramLabel = "SECONDS", description = "kill the local ranks after this long "
+        + "(default 600)")
+    long timeoutSeconds = 600;
+
+    @Spec
+    CommandSpec spec;
+
+    PrintStream out = System.out;
 
     @Override
-    public Integer call() {
-        BusBandwidth.of(test);
-        System.err.println("jccl tests " + test + ": not available yet (jccl-collectives has no Communicator to "
-            + "drive); see docs/tools.md");
-        return 2;
+    public Integer call() throws Exception {
+        BusBandwidth kind = BusBandwidth.of(test);
+        DataType type = DataType.parse(dataType);
+        ReduceOp op = parseOp(reduceOp);
+        if (ngpus != 1) {
+            throw new IllegalArgumentException("-g: one device per rank (JCCL ranks are processes)");
+        }
+        if (System.getenv("JCCL_RANK") == null && System.getenv("RANK") == null
+            && System.getenv("OMPI_COMM_WORLD_RANK") == null && System.getenv("SLURM_PROCID") == null) {
+            return launch();
+        }
+        try (Communicator comm = Communicator.fromEnvironment()) {
+            return runRank(comm, kind, type, op);
+        }
+    }
+
+    /** Starts {@link #ranks} local ranks of this same command line and returns the job's status. */
+    private int launch() throws Exception {
+        // The parse result's original arguments are the whole command line, "tests" included.
+        List<String> forwarded = new ArrayList<>(spec.commandLine().getParseResult().originalArgs());
+        if (forwarded.isEmpty() || !forwarded.getFirst().equals("tests")) {
+            forwarded.addFirst("tests");
+        }
+        Launcher.Result result = Launcher.builder().ranks(ranks).prefixOutput(false)
+            .timeout(Duration.ofSeconds(timeoutSeconds))
+            .javaMain(List.of(), "io.jccl.tools.Main", forwarded).build().run();
+        return result.exitCode();
+    }
+
+    private static ReduceOp parseOp(String name) {
+        for (ReduceOp op : ReduceOp.values()) {
+            if (op.shortName().equalsIgnoreCase(name) || op.name().equalsIgnoreCase(name)) {
+                return op;
+            }
+        }
+        throw new IllegalArgumentException("unknown reduction '" + name + "'; sum, prod, min, max or avg");
+    }
+
+    /** Parses nccl-tests sizes: a number with an optional K, M or G suffix (powers of 1024). */
+    static long parseSize(String text) {
+        String t = text.trim().toUpperCase(Locale.ROOT);
+        long unit = 1;
+        if (t.endsWith("K")) {
+            unit = 1L << 10;
+        } else if (t.endsWith("M")) {
+            unit = 1L << 20;
+        } else if (t.endsWith("G")) {
+            unit = 1L << 30;
+        }
+        if (unit != 1) {
+            t = t.substring(0, t.length() - 1);
+        }
+        return Long.parseLong(t) * unit;
+    }
+
+    /** The sizes nccl-tests visits: from min to max, times the step factor (if given) or plus the step bytes. */
+    static List<Long> sizes(long min, long max, long factor, long step) {
+        List<Long> sizes = new ArrayList<>();
+        for (long s = min; s <= max && sizes.size() < 10_000; s = factor > 1 ? s * factor : s + Math.max(1, step)) {
+            sizes.add(s);
+            if (s == 0) {
+                break;
+            }
+        }
+        return sizes;
+    }
+
+    private int runRank(Communicator comm, BusBandwidth kind, DataType type, ReduceOp op) {
+        int n = comm.size();
+        int rank = comm.rank();
+        if (kind == BusBandwidth.SEND_RECV && n < 2) {
+            throw new IllegalArgumentException("sendrecv_perf needs at least 2 ranks");
+        }
+        if (root < 0 || root >= n) {
+            throw new IllegalArgumentException("root " + root + " outside 0.." + (n - 1));
+        }
+        long min = parseSize(minBytes);
+        long max = parseSize(maxBytes);
+        List<Long> sizes = sizes(min, max, stepFactor, parseSize(stepBytes));
+        CollectiveTest coll = new CollectiveTest(kind, n, rank, type, op, root);
+        long largestBlock = Math.max(1, coll.blockCount(max));
+        long bufferBytes = Math.max(64, coll.bufferBytes(largestBlock));
+        MemorySegment sendBuffer = comm.allocate(bufferBytes);
+        MemorySegment recvBuffer = comm.allocate(bufferBytes);
+        boolean print = rank == 0;
+        if (print) {
+            out.printf(Locale.ROOT, "# nThread 1 nGpus 1 minBytes %d maxBytes %d step: %s warmup iters: %d iters: %d "
+                    + "agg iters: 1 validation: %d graph: 0%n", min, max,
+                stepFactor > 1 ? stepFactor + "(factor)" : parseSize(stepBytes) + "(bytes)", warmup, iterations, check);
+            out.println("#");
+            out.println("# Using devices");
+        }
+        printDevices(comm, print);
+        if (print) {
+            out.print(CollectiveReport.header());
+            out.flush();
+        }
+        long totalWrong = 0;
+        double busSum = 0;
+        int busCount = 0;
+        for (long size : sizes) {
+            long block = coll.blockCount(size);
+            if (block == 0) {
+                continue;
+            }
+            StringBuilder row = new StringBuilder(CollectiveReport.rowStart(coll.sizeBytes(block),
+                coll.sizeBytes(block) / type.sizeBytes(), CollectiveReport.typeName(type),
+                coll.reduces() ? op.shortName() : "none", coll.rooted() ? root : -1));
+            for (boolean inPlace : new boolean[] {false, true}) {
+                MemorySegment send = coll.send(sendBuffer, recvBuffer, block, inPlace);
+                MemorySegment recv = coll.recv(recvBuffer, block, inPlace);
+                for (int i = 0; i < warmup; i++) {
+                    coll.run(comm, send, recv, block);
+                }
+                comm.barrier();
+                long t0 = System.nanoTime();
+                for (int i = 0; i < iterations; i++) {
+                    coll.run(comm, send, recv, block);
+                }
+                double timeUs = combineTime((System.nanoTime() - t0) / 1e3 / iterations, comm);
+                String wrong = "N/A";
+                if (check != 0) {
+                    recvBuffer.asSlice(0, bufferBytes).fill((byte) 0);
+                    coll.initialize(send, block);
+                    coll.run(comm, send, recv, block);
+                    long[] w = {coll.check(recv, block)};
+                    comm.allReduce(w, ReduceOp.SUM);
+                    totalWrong += w[0];
+                    wrong = Long.toString(w[0]);
+                }
+                double seconds = timeUs / 1e6;
+                double algbw = BusBandwidth.algorithmBandwidth(coll.sizeBytes(block), seconds);
+                double busbw = algbw * kind.factor(n);
+                busSum += busbw;
+                busCount++;
+                row.append(CollectiveReport.placement(timeUs, algbw, busbw, wrong));
+            }
+            if (print) {
+                out.println(row);
+                out.flush();
+            }
+        }
+        if (print) {
+            out.print(CollectiveReport.footer(totalWrong, busCount == 0 ? 0 : busSum / busCount));
+            out.flush();
+        }
+        return totalWrong == 0 ? 0 : 1;
+    }
+
+    /** Combines the ranks' times as nccl-tests' {@code -a}: rank 0's, the average, the minimum or the maximum. */
+    private double combineTime(double timeUs, Communicator comm) {
+        double[] t = {timeUs};
+        switch (average) {
+            case 0 -> {
+                t[0] = comm.rank() == 0 ? timeUs : 0;
+                comm.allReduce(t, ReduceOp.SUM);
+            }
+            case 2 -> comm.allReduce(t, ReduceOp.MIN);
+            case 3 -> comm.allReduce(t, ReduceOp.MAX);
+            default -> {
+                comm.allReduce(t, ReduceOp.SUM);
+                t[0] /= comm.size();
+            }
+        }
+        return t[0];
+    }
+
+    /** nccl-tests' "# Rank r Group 0 Pid p on host device d" lines, gathered to rank 0. */
+    private void printDevices(Communicator comm, boolean print) {
+        int n = comm.size();
+        MemorySegment mine = comm.allocate(8);
+        MemorySegment all = comm.allocate(8L * n);
+        mine.set(ValueLayout.JAVA_LONG, 0, ProcessHandle.current().pid());
+        comm.allGather(mine, all, 1, DataType.INT64);
+        if (!print) {
+            return;
+        }
+        String host;
+        try {
+            host = InetAddress.getLocalHost().getHostName();
+        } catch (java.io.IOException e) {
+            host = "localhost";
+        }
+        for (int r = 0; r < n; r++) {
+            String transport = r == comm.rank() ? (n > 1 ? "to rank 1: " + comm.transportOf(1) : "self")
+                : "from rank 0: " + comm.transportOf(r);
+            out.printf(Locale.ROOT, "#  Rank %2d Group  0 Pid %6d on %10s device  0 [jccl] %s%n", r,
+                all.getAtIndex(ValueLayout.JAVA_LONG, r), host, transport);
+        }
+        out.println("#");
+    }
+
+    /** For tests: the runtime's class path is what ranks inherit. */
+    static String classPath() {
+        return JcclRuntime.classPath();
     }
 }

@@ -129,8 +129,8 @@ public final class Launcher {
                         + e.getMessage(), e);
                 }
                 String prefix = prefixOutput ? "[" + rank + "] " : "";
-                pumps.add(pump(processes[rank].getInputStream(), out, prefix, "rank-" + rank + "-out"));
-                pumps.add(pump(processes[rank].getErrorStream(), err, prefix, "rank-" + rank + "-err"));
+                pumps.add(pump(processes[rank].getInputStream(), out, prefix, "rank-" + rank + "-out", false));
+                pumps.add(pump(processes[rank].getErrorStream(), err, prefix, "rank-" + rank + "-err", true));
             }
             Result result = supervise(processes, startNs);
             for (Thread pump : pumps) {
@@ -231,11 +231,21 @@ public final class Launcher {
         }
     }
 
-    private static Thread pump(InputStream in, PrintStream target, String prefix, String name) {
+    /**
+     * Copies a rank's output line by line with the prefix. On stderr the JDK's "Using incubator modules" warning
+     * (the first line of every JVM started with the Vector API module) is dropped: N copies of it say nothing.
+     */
+    private static Thread pump(InputStream in, PrintStream target, String prefix, String name, boolean stderr) {
         return Thread.ofPlatform().daemon().name(name).start(() -> {
             try (BufferedReader reader = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
                 String line;
+                boolean first = true;
                 while ((line = reader.readLine()) != null) {
+                    if (stderr && first && line.startsWith("WARNING: Using incubator modules")) {
+                        first = false;
+                        continue;
+                    }
+                    first = false;
                     synchronized (target) {
                         target.println(prefix + line);
                         target.flush();
