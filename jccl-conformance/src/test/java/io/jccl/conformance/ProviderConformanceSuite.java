@@ -1140,6 +1140,101 @@ public abstract class ProviderConformanceSuite {
         }
     }
 
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldReadBackWhatTheSameQueuePairJustWrote(PeerMode mode) {
+        LocalEnd local = openLocal();
+        Link link = connect(local, peer(mode));
+        PeerRegion target = link.peer().allocate(1 << 16, ALL_REMOTE);
+        MemoryRegion buffer = local.region(1 << 17, AccessFlag.LOCAL_WRITE);
+        Patterns.fill(buffer.segment(), 0, 1 << 16, 51);
+        // No fence and no wait: RC responders execute one QP's requests in order, so the READ sees the WRITE.
+        link.qp().postSend(send(1, SendOpcode.RDMA_WRITE, 0, buffer, 0, 1 << 16).remote(target.address(),
+            target.rkey()));
+        link.qp().postSend(send(2, SendOpcode.RDMA_READ, SendFlag.SIGNALED, buffer, 1 << 16, 1 << 16)
+            .remote(target.address(), target.rkey()));
+        assertCompletion(awaitLocal(local, link.qp()), 2, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RDMA_READ);
+        assertEquals(-1, Patterns.firstMismatch(buffer.segment(), 1 << 16, 1 << 16, 51),
+            "a READ posted after a WRITE of the same bytes returns the written bytes");
+    }
+
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldCompleteMoreReadsAndAtomicsThanMaxRdAtomicInOrder(PeerMode mode) {
+        LocalEnd local = openLocal();
+        assumeAtomics(local);
+        Link link = connect(local, peer(mode));
+        int n = 48; // three times the max_rd_atomic of 16 that QueuePairAttributes.toReadyToSend sets
+        PeerRegion target = link.peer().allocate(4096, ALL_REMOTE);
+        link.peer().fillPattern(target.id(), 0, 64L * n, 52);
+        MemoryRegion sink = local.region(64L * n + 8L * n, AccessFlag.LOCAL_WRITE);
+        for (int i = 0; i < n; i++) {
+            if (i % 3 == 2) {
+                link.qp().postSend(send(i, SendOpcode.ATOMIC_FETCH_AND_ADD, SendFlag.SIGNALED, sink, 64L * n + 8L * i,
+                    8).remote(target.address() + 4000, target.rkey()).atomic(1, 0));
+            } else {
+                link.qp().postSend(send(i, SendOpcode.RDMA_READ, SendFlag.SIGNALED, sink, 64L * i, 64)
+                    .remote(target.address() + 64L * i, target.rkey()));
+            }
+        }
+        List<Completion> done = awaitLocal(local, link.qp(), n);
+        long expectedFetch = 0;
+        for (int i = 0; i < n; i++) {
+            boolean atomic = i % 3 == 2;
+            assertCompletion(done.get(i), i, WorkCompletionStatus.SUCCESS,
+                atomic ? WorkCompletionOpcode.FETCH_ADD : WorkCompletionOpcode.RDMA_READ);
+            if (atomic) {
+                assertEquals(expectedFetch++, sink.segment().get(HOST_LONG, 64L * n + 8L * i), "fetch-add " + i);
+            } else {
+                byte[] whole = Patterns.bytes(52, 64 * n);
+                assertArrayEquals(Arrays.copyOfRange(whole, 64 * i, 64 * i + 64), get(sink, 64L * i, 64),
+                    "READ " + i);
+            }
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldCarrySendsBothWaysAtOnce(PeerMode mode) throws Exception {
+        LocalEnd local = openLocal();
+        Link link = connect(local, peer(mode));
+        PeerSide peer = link.peer();
+        int n = 32;
+        PeerRegion peerBuffer = peer.allocate(128L * n * 2, mask(AccessFlag.LOCAL_WRITE));
+        MemoryRegion localBuffer = local.region(128L * n * 2, AccessFlag.LOCAL_WRITE);
+        for (int i = 0; i < n; i++) {
+            peer.postReceive(link.peerQpn(), 500 + i, List.of(new PeerSge(peerBuffer.id(), 128L * i, 128)));
+            link.qp().postReceive(new ReceiveWorkRequest().wrId(500 + i).local(localBuffer, 128L * i, 128));
+            peer.write(peerBuffer.id(), 128L * (n + i), Patterns.bytes(600 + i, 100));
+            put(localBuffer, 128L * (n + i), Patterns.bytes(700 + i, 100));
+        }
+        Future<?> peerSends = BACKGROUND.submit(() -> {
+            for (int i = 0; i < n; i++) {
+                peer.postSend(link.peerQpn(), PeerSend.of(i, SendOpcode.SEND, SendFlag.SIGNALED, 0, 0,
+                    List.of(new PeerSge(peerBuffer.id(), 128L * (n + i), 100))));
+            }
+        });
+        for (int i = 0; i < n; i++) {
+            link.qp().postSend(send(i, SendOpcode.SEND, SendFlag.SIGNALED, localBuffer, 128L * (n + i), 100));
+        }
+        join(peerSends);
+        List<Completion> localDone = awaitLocal(local, link.qp(), 2 * n);
+        List<Completion> localSends = localDone.stream().filter(c -> c.wrId() < 500).toList();
+        List<Completion> localReceives = localDone.stream().filter(c -> c.wrId() >= 500).toList();
+        List<Completion> peerDone = awaitPeer(link, 2 * n);
+        List<Completion> peerSendsDone = peerDone.stream().filter(c -> c.wrId() < 500).toList();
+        List<Completion> peerReceives = peerDone.stream().filter(c -> c.wrId() >= 500).toList();
+        for (int i = 0; i < n; i++) {
+            assertCompletion(localSends.get(i), i, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.SEND);
+            assertCompletion(peerSendsDone.get(i), i, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.SEND);
+            assertCompletion(localReceives.get(i), 500 + i, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RECV);
+            assertCompletion(peerReceives.get(i), 500 + i, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RECV);
+            assertArrayEquals(Patterns.bytes(600 + i, 100), get(localBuffer, 128L * i, 100), "peer -> local " + i);
+            assertArrayEquals(Patterns.bytes(700 + i, 100), peer.read(peerBuffer.id(), 128L * i, 100),
+                "local -> peer " + i);
+        }
+    }
+
     // =============================================================================================== sizes
 
     @ParameterizedTest
