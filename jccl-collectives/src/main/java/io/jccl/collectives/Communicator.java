@@ -685,7 +685,7 @@ public final class Communicator implements AutoCloseable {
         if (first) {
             // Publish the reason before breaking the links, so peers that notice the broken links can report it.
             try {
-                store.setString("error/" + rank, ce.getMessage(), TimeUnit.SECONDS.toNanos(2));
+                store.setString("error/" + rank, ce.getMessage(), TimeUnit.MILLISECONDS.toNanos(500));
             } catch (RuntimeException ignored) {
                 // the store may be gone with rank 0
             }
@@ -1299,7 +1299,7 @@ public final class Communicator implements AutoCloseable {
         if (first) {
             // An abort after a failure keeps the failure as the reason peers see.
             try {
-                store.setString("error/" + rank, "aborted: " + reason, TimeUnit.SECONDS.toNanos(2));
+                store.setString("error/" + rank, "aborted: " + reason, TimeUnit.MILLISECONDS.toNanos(500));
             } catch (RuntimeException ignored) {
                 // best effort
             }

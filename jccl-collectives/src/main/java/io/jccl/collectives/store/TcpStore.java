@@ -108,13 +108,16 @@ public final class TcpStore implements Store {
     }
 
     private synchronized <T> T call(String what, long timeoutNs, boolean retry, Request<T> request) {
-        long deadline = System.nanoTime() + Math.max(timeoutNs, 0) + TimeUnit.SECONDS.toNanos(5);
+        long start = System.nanoTime();
+        // (Re)connecting gets the request's own deadline; the reply may take up to 5 s more than a server-side wait.
+        long connectDeadline = start + Math.max(timeoutNs, TimeUnit.MILLISECONDS.toNanos(100));
+        long deadline = start + Math.max(timeoutNs, 0) + TimeUnit.SECONDS.toNanos(5);
         while (true) {
             if (closed) {
                 throw new StoreException(describe() + " is closed");
             }
             if (socket == null) {
-                connect(deadline, null);
+                connect(connectDeadline, null);
             }
             try {
                 long left = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
