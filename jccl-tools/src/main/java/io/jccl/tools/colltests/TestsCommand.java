@@ -3,7 +3,6 @@ package io.jccl.tools.colltests;
 import io.jccl.collectives.Communicator;
 import io.jccl.collectives.DataType;
 import io.jccl.collectives.ReduceOp;
-import io.jccl.tools.JcclRuntime;
 import io.jccl.tools.launcher.Launcher;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -278,10 +277,5 @@ public final class TestsCommand implements Callable<Integer> {
                 all.getAtIndex(ValueLayout.JAVA_LONG, r), host, transport);
         }
         out.println("#");
-    }
-
-    /** For tests: the runtime's class path is what ranks inherit. */
-    static String classPath() {
-        return JcclRuntime.classPath();
     }
 }
