@@ -22,7 +22,7 @@ import java.nio.file.Path;
  * The other process of the multi-process tests. Talks line by line on stdin/stdout.
  *
  * <p>Mode {@code hold}: opens a context, a region and a QP, prints {@code FILES <paths>} and sleeps (the test
- * kills it with SIGKILL). Mode {@code peer}: prints {@code EP <endpoint> <region address> <rkey>}, reads the
+ * kills it with SIGKILL). Mode {@code exit}: the same, but exits at once without closing anything. Mode {@code peer}: prints {@code EP <endpoint> <region address> <rkey>}, reads the
  * test's endpoint, connects, posts one receive, prints {@code READY}, then serves commands until {@code EXIT} (or
  * being killed): {@code WAITRECV} waits for the receive and prints {@code RECV <len> <imm> <text> <status>};
  * {@code DEREG} deregisters the region and prints {@code DEREGISTERED}.
@@ -40,6 +40,15 @@ public final class ShmPeerMain {
         QueuePair qp = pd.createQueuePair(QueuePairInitAttributes.of(cq));
         MemoryRegion region = pd.allocateMemory(1 << 16, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE,
             AccessFlag.REMOTE_READ, AccessFlag.REMOTE_ATOMIC);
+        if (args[0].equals("exit")) {
+            StringBuilder files = new StringBuilder("FILES");
+            for (Path path : ShmFiles.owned()) {
+                files.append(' ').append(path);
+            }
+            System.out.println(files);
+            System.out.flush();
+            System.exit(0); // nothing closed: the shutdown hook must remove the files
+        }
         if (args[0].equals("hold")) {
             StringBuilder files = new StringBuilder("FILES");
             for (Path path : ShmFiles.owned()) {

@@ -157,6 +157,24 @@ class ShmTwoProcessTest {
     }
 
     @Test
+    void shouldRemoveFilesAtExitWhenNothingWasClosed() throws Exception {
+        Process child = spawn("exit");
+        try {
+            BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(),
+                StandardCharsets.UTF_8));
+            String[] files = expectLine(out, "FILES").split(" ");
+            assertEquals(4, files.length, "context, region and QP files expected");
+            assertTrue(child.waitFor(30, TimeUnit.SECONDS));
+            assertEquals(0, child.exitValue());
+            for (int i = 1; i < files.length; i++) {
+                assertFalse(Files.exists(Path.of(files[i])), "removed by the shutdown hook: " + files[i]);
+            }
+        } finally {
+            child.destroyForcibly();
+        }
+    }
+
+    @Test
     void shouldReapFilesOfAProcessKilledWithSigkill() throws Exception {
         Process child = spawn("hold");
         try {
