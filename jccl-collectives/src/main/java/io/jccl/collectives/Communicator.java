@@ -543,11 +543,19 @@ public final class Communicator implements AutoCloseable {
         void run(Algorithm algorithm);
     }
 
+    private final long[] lastChoiceBytes = new long[Collective.values().length];
+    private final Algorithm[] lastChoice = new Algorithm[Collective.values().length];
+
     private Algorithm choose(Collective c, long bytes) {
-        if (size == 1) {
-            return CostModel.candidates(c).iterator().next();
+        int i = c.ordinal();
+        Algorithm a = lastChoice[i];
+        if (a != null && lastChoiceBytes[i] == bytes) {
+            return a; // training loops repeat sizes: skip the model (and its allocations)
         }
-        return CostModel.select(c, size, bytes, tuning, filter);
+        a = size == 1 ? CostModel.candidates(c).iterator().next() : CostModel.select(c, size, bytes, tuning, filter);
+        lastChoice[i] = a;
+        lastChoiceBytes[i] = bytes;
+        return a;
     }
 
     private void execute(Collective c, long count, DataType type, ReduceOp op, int root, long bytes, Body body) {
@@ -579,7 +587,12 @@ public final class Communicator implements AutoCloseable {
             body.run(a);
             recorder.end(handle, true, null);
         } catch (RuntimeException e) {
-            CollectiveException ce = fail(e);
+            RuntimeException cause = e;
+            if (aborted && !(e instanceof CollectiveException.Aborted)) {
+                // a local abort() broke the links; report the abort, not the broken links it caused
+                cause = new CollectiveException.Aborted("rank " + rank + " was aborted: " + abortReason, e);
+            }
+            CollectiveException ce = fail(cause);
             if (handle >= 0) {
                 recorder.end(handle, false, ce.getClass().getSimpleName());
             }
