@@ -559,9 +559,26 @@ final class Engine {
         }
     }
 
+    /** Up to this size a direct all-reduce has every rank reduce the whole vector itself: one barrier, not two. */
+    static final long DIRECT_SMALL_BYTES = 32 * 1024;
+
     /** Direct all-reduce from {@code in} into {@code out} (any segments), in rounds of the staging size. */
     void directAllReduce(Signature sig, MemorySegment in, MemorySegment out, long count, DataType type, ReduceOp op) {
         int es = type.sizeBytes();
+        if (count * es <= Math.min(DIRECT_SMALL_BYTES, t.directStagingBytes)) {
+            long half = halfOffset();
+            MemorySegment.copy(in, 0, t.staging.segment(), half, count * es);
+            directBarrier(sig, true);
+            for (int j = 0; j < size; j++) {
+                sources[j] = stagingOf(j);
+                sourceOffsets[j] = half;
+            }
+            // every rank combines all ranks in rank order: identical results everywhere
+            kernels.reduce(type, op, sources, sourceOffsets, size, out, 0, count, size);
+            directRound++;
+            java.util.Arrays.fill(sources, null);
+            return;
+        }
         long perRound = Math.max(1, t.directStagingBytes / es);
         boolean first = true;
         for (long base = 0; base < count || first; base += perRound) {
@@ -637,7 +654,6 @@ final class Engine {
                 }
                 kernels.reduce(type, op, sources, sourceOffsets, size, out, base * es, n, size);
             }
-            directBarrier(sig, false);
             directRound++;
             if (count == 0) {
                 break;
@@ -688,7 +704,6 @@ final class Engine {
                 }
                 kernels.reduce(type, op, sources, sourceOffsets, size, out, base * es, n, size);
             }
-            directBarrier(sig, false);
             directRound++;
             if (blockCount == 0) {
                 break;
@@ -713,7 +728,6 @@ final class Engine {
             for (int j = 0; j < size; j++) {
                 MemorySegment.copy(stagingOf(j), half + rank * n, out, j * blockBytes + base, n);
             }
-            directBarrier(sig, false);
             directRound++;
             if (blockBytes == 0) {
                 break;

@@ -59,14 +59,16 @@ public final class CostModel {
             long staging = p.directStagingBytes();
             return switch (c) {
                 case ALL_REDUCE -> {
+                    if (bytes <= Math.min(32 * 1024, staging)) {
+                        // one barrier; every rank reduces all n inputs
+                        yield ad + d.transferUs(s) + n * red;
+                    }
                     long rounds = Math.max(1, (bytes + staging - 1) / staging);
                     yield rounds * 2 * ad + d.transferUs(3 * s) + red;
                 }
-                case REDUCE, REDUCE_SCATTER -> bytes > staging ? Double.POSITIVE_INFINITY
-                    : 2 * ad + d.transferUs(2 * s) + red;
-                case BROADCAST -> bytes > staging ? Double.POSITIVE_INFINITY : 2 * ad + d.transferUs(2 * s);
-                case ALL_GATHER, ALL_TO_ALL -> bytes > staging ? Double.POSITIVE_INFINITY
-                    : 2 * ad + d.transferUs(s + s / n);
+                case REDUCE, REDUCE_SCATTER -> rounds(bytes, staging) * ad + d.transferUs(2 * s) + red;
+                case BROADCAST -> rounds(bytes, staging) * ad + d.transferUs(2 * s);
+                case ALL_GATHER, ALL_TO_ALL -> rounds(bytes, staging) * ad + d.transferUs(s + s / n);
                 case BARRIER -> ad;
                 default -> Double.POSITIVE_INFINITY;
             };
@@ -98,6 +100,10 @@ public final class CostModel {
             case BARRIER -> l * alpha;
             case SEND_RECV, WINDOW -> alpha + m.transferUs(s);
         };
+    }
+
+    private static long rounds(long bytes, long staging) {
+        return Math.max(1, (bytes + staging - 1) / staging);
     }
 
     private static double chunkOverheadUs(double blockBytes, TuningParameters p) {
