@@ -40,6 +40,7 @@ public final class InProcessPeer implements PeerSide {
     private final AtomicInteger nextRegion = new AtomicInteger(1);
     private final String description;
     private ProtectionDomain otherDomain;
+    private final Map<Integer, java.lang.foreign.Arena> callerOwned = new ConcurrentHashMap<>();
 
     /** Opens {@code deviceName} and creates the domain, the completion queue and its poller. */
     public InProcessPeer(String deviceName, String description) {
@@ -124,6 +125,22 @@ public final class InProcessPeer implements PeerSide {
         return new PeerRegion(id, region.address(), region.length(), region.rkey(), region.lkey());
     }
 
+    @Override
+    public PeerRegion registerCallerOwned(long length, int access) {
+        java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofShared();
+        MemoryRegion region;
+        try {
+            region = domain.registerMemory(arena.allocate(length, 4096), flags(access));
+        } catch (RuntimeException e) {
+            arena.close();
+            throw e;
+        }
+        int id = nextRegion.getAndIncrement();
+        regions.put(id, region);
+        callerOwned.put(id, arena);
+        return new PeerRegion(id, region.address(), region.length(), region.rkey(), region.lkey());
+    }
+
     private static io.jccl.verbs.AccessFlag[] flags(int mask) {
         List<io.jccl.verbs.AccessFlag> out = new ArrayList<>();
         for (io.jccl.verbs.AccessFlag flag : io.jccl.verbs.AccessFlag.values()) {
@@ -140,7 +157,14 @@ public final class InProcessPeer implements PeerSide {
         if (mr == null) {
             throw new IllegalArgumentException("no region " + region);
         }
-        mr.close();
+        try {
+            mr.close();
+        } finally {
+            java.lang.foreign.Arena arena = callerOwned.remove(region);
+            if (arena != null) {
+                arena.close(); // only after deregistration: the caller owns the memory until then
+            }
+        }
     }
 
     @Override

@@ -107,9 +107,14 @@ public final class PeerProcess {
                 return "";
             }
             case "alloc" -> {
-                PeerSide.PeerRegion r = t.length > 4 && t[4].equals("other")
-                    ? peer.allocateInOtherDomain(Long.parseLong(t[2]), Integer.parseInt(t[3]))
-                    : peer.allocate(Long.parseLong(t[2]), Integer.parseInt(t[3]));
+                long length = Long.parseLong(t[2]);
+                int access = Integer.parseInt(t[3]);
+                String kind = t.length > 4 ? t[4] : "allocated";
+                PeerSide.PeerRegion r = switch (kind) {
+                    case "other" -> peer.allocateInOtherDomain(length, access);
+                    case "owned" -> peer.registerCallerOwned(length, access);
+                    default -> peer.allocate(length, access);
+                };
                 return r.id() + " " + r.address() + " " + r.length() + " " + r.rkey() + " " + r.lkey();
             }
             case "dereg" -> {

@@ -52,6 +52,13 @@ public interface PeerSide extends AutoCloseable {
      */
     PeerRegion allocateInOtherDomain(long length, int access);
 
+    /**
+     * Registers {@code length} bytes of memory the peer allocated itself (an off-heap {@link java.lang.foreign.Arena}
+     * segment) with {@link io.jccl.verbs.ProtectionDomain#registerMemory}, rather than memory the provider
+     * allocated. Providers may take another path for such memory (shm copies with cross-memory attach).
+     */
+    PeerRegion registerCallerOwned(long length, int access);
+
     /** Deregisters a region; its keys are refused from then on. */
     void deregister(int region);
 

@@ -1235,6 +1235,89 @@ public abstract class ProviderConformanceSuite {
         }
     }
 
+    // =============================================================================================== memory kinds
+
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldServeRegisteredCallerOwnedMemoryLikeAllocatedMemory(PeerMode mode) {
+        Arena arena = Arena.ofShared();
+        cleanup.push(arena::close); // closed after the local end, so never while still registered
+        LocalEnd local = openLocal();
+        Link link = connect(local, peer(mode));
+        PeerSide peer = link.peer();
+        int size = 64 << 10;
+        PeerRegion remote = peer.registerCallerOwned(size, mask(AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE,
+            AccessFlag.REMOTE_READ));
+        MemoryRegion mine = local.domain().registerMemory(arena.allocate(2L * size, 4096), AccessFlag.LOCAL_WRITE,
+            AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ);
+
+        Patterns.fill(mine.segment(), 0, 40_000, 61);
+        link.qp().postSend(send(1, SendOpcode.RDMA_WRITE, SendFlag.SIGNALED, mine, 0, 40_000)
+            .remote(remote.address() + 100, remote.rkey()));
+        assertCompletion(awaitLocal(local, link.qp()), 1, WorkCompletionStatus.SUCCESS,
+            WorkCompletionOpcode.RDMA_WRITE);
+        assertEquals(-1, peer.firstPatternMismatch(remote.id(), 100, 40_000, 61), "WRITE into registered memory");
+
+        peer.fillPattern(remote.id(), 0, 30_000, 62);
+        link.qp().postSend(send(2, SendOpcode.RDMA_READ, SendFlag.SIGNALED, mine, size, 30_000)
+            .remote(remote.address(), remote.rkey()));
+        assertCompletion(awaitLocal(local, link.qp()), 2, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RDMA_READ);
+        assertEquals(-1, Patterns.firstMismatch(mine.segment(), size, 30_000, 62), "READ of registered memory");
+
+        peer.postReceive(link.peerQpn(), 3, List.of(new PeerSge(remote.id(), 50_000, 10_000)));
+        link.qp().postSend(send(3, SendOpcode.SEND, SendFlag.SIGNALED, mine, 0, 9_000));
+        assertCompletion(awaitLocal(local, link.qp()), 3, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.SEND);
+        assertEquals(9_000, awaitPeer(link).byteLength());
+        assertEquals(-1, peer.firstPatternMismatch(remote.id(), 50_000, 9_000, 61), "SEND into registered memory");
+
+        link.qp().postReceive(new ReceiveWorkRequest().wrId(4).local(mine, 100_000, 20_000));
+        peer.postSend(link.peerQpn(), PeerSend.of(4, SendOpcode.SEND, SendFlag.SIGNALED, 0, 0,
+            List.of(new PeerSge(remote.id(), 0, 12_000))));
+        assertCompletion(awaitPeer(link), 4, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.SEND);
+        assertEquals(12_000, awaitLocal(local, link.qp()).byteLength());
+        assertEquals(-1, Patterns.firstMismatch(mine.segment(), 100_000, 12_000, 62), "SEND from registered memory");
+
+        // The peer as requester, into and out of memory this end registered.
+        peer.postSend(link.peerQpn(), PeerSend.of(5, SendOpcode.RDMA_WRITE, SendFlag.SIGNALED,
+            mine.address() + 70_000, mine.rkey(), List.of(new PeerSge(remote.id(), 0, 5_000))));
+        assertCompletion(awaitPeer(link), 5, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RDMA_WRITE);
+        assertEquals(-1, Patterns.firstMismatch(mine.segment(), 70_000, 5_000, 62), "peer WRITE into our memory");
+        peer.postSend(link.peerQpn(), PeerSend.of(6, SendOpcode.RDMA_READ, SendFlag.SIGNALED, mine.address(),
+            mine.rkey(), List.of(new PeerSge(remote.id(), 60_000, 4_000))));
+        assertCompletion(awaitPeer(link), 6, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RDMA_READ);
+        assertEquals(-1, peer.firstPatternMismatch(remote.id(), 60_000, 4_000, 61), "peer READ of our memory");
+
+        peer.deregister(remote.id());
+        link.qp().postSend(send(9, SendOpcode.RDMA_WRITE, SendFlag.SIGNALED, mine, 0, 64)
+            .remote(remote.address(), remote.rkey()));
+        assertCompletion(awaitLocal(local, link.qp()), 9, WorkCompletionStatus.REM_ACCESS_ERR, null);
+        mine.close();
+    }
+
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldRunAtomicsOnRegisteredCallerOwnedMemory(PeerMode mode) {
+        LocalEnd local = openLocal();
+        assumeAtomics(local);
+        Link link = connect(local, peer(mode));
+        PeerSide peer = link.peer();
+        // ibv_reg_mr(3) accepts IBV_ACCESS_REMOTE_ATOMIC on any memory of a device whose atomic_cap is not
+        // ATOMIC_NONE; registerMemory documents no exception for caller-owned memory.
+        PeerRegion remote = peer.registerCallerOwned(4096, ALL_REMOTE);
+        MemoryRegion mine = local.region(64, AccessFlag.LOCAL_WRITE);
+        peer.write(remote.id(), 64, hostLong(10));
+        link.qp().postSend(send(7, SendOpcode.ATOMIC_FETCH_AND_ADD, SendFlag.SIGNALED, mine, 0, 8)
+            .remote(remote.address() + 64, remote.rkey()).atomic(5, 0));
+        link.qp().postSend(send(8, SendOpcode.ATOMIC_CMP_AND_SWP, SendFlag.SIGNALED, mine, 8, 8)
+            .remote(remote.address() + 64, remote.rkey()).atomic(15, 99));
+        List<Completion> atomics = awaitLocal(local, link.qp(), 2);
+        assertCompletion(atomics.get(0), 7, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.FETCH_ADD);
+        assertCompletion(atomics.get(1), 8, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.COMP_SWAP);
+        assertEquals(10, mine.segment().get(HOST_LONG, 0), "fetch-add on registered memory");
+        assertEquals(15, mine.segment().get(HOST_LONG, 8), "compare-and-swap on registered memory");
+        assertEquals(99, hostLong(peer.read(remote.id(), 64, 8)));
+    }
+
     // =============================================================================================== sizes
 
     @ParameterizedTest

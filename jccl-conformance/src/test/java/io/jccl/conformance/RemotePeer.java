@@ -283,6 +283,13 @@ public final class RemotePeer implements PeerSide {
     }
 
     @Override
+    public PeerRegion registerCallerOwned(long length, int access) {
+        String[] r = call(DEFAULT_TIMEOUT_NS, "alloc", length, access, "owned");
+        return new PeerRegion(Integer.parseInt(r[0]), Long.parseLong(r[1]), Long.parseLong(r[2]),
+            Integer.parseInt(r[3]), Integer.parseInt(r[4]));
+    }
+
+    @Override
     public void deregister(int region) {
         call(DEFAULT_TIMEOUT_NS, "dereg", region);
     }
