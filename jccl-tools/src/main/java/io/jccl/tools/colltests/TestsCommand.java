@@ -3,6 +3,7 @@ package io.jccl.tools.colltests;
 import io.jccl.collectives.Communicator;
 import io.jccl.collectives.DataType;
 import io.jccl.collectives.ReduceOp;
+import io.jccl.tools.Json;
 import io.jccl.tools.launcher.Launcher;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -16,8 +17,10 @@ import java.lang.foreign.ValueLayout;
 import java.net.InetAddress;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.Callable;
 
 /**
@@ -76,6 +79,10 @@ public final class TestsCommand implements Callable<Integer> {
 
     @Option(names = {"-g", "--ngpus"}, paramLabel = "1", description = "accepted for compatibility; must be 1")
     int ngpus = 1;
+
+    @Option(names = {"-J", "--output_file"}, paramLabel = "FILE", description = "also write the results as JSON "
+        + "(rank 0)")
+    java.nio.file.Path jsonFile;
 
     @Option(names = "--timeout", paramLabel = "SECONDS", description = "kill the local ranks after this long "
         + "(default 600)")
@@ -187,11 +194,18 @@ public final class TestsCommand implements Callable<Integer> {
         long totalWrong = 0;
         double busSum = 0;
         int busCount = 0;
+        List<Object> jsonRows = new ArrayList<>();
         for (long size : sizes) {
             long block = coll.blockCount(size);
             if (block == 0) {
                 continue;
             }
+            Map<String, Object> jsonRow = new LinkedHashMap<>();
+            jsonRow.put("size", coll.sizeBytes(block));
+            jsonRow.put("count", coll.sizeBytes(block) / type.sizeBytes());
+            jsonRow.put("type", CollectiveReport.typeName(type));
+            jsonRow.put("redop", coll.reduces() ? op.shortName() : "none");
+            jsonRow.put("root", coll.rooted() ? root : -1);
             StringBuilder row = new StringBuilder(CollectiveReport.rowStart(coll.sizeBytes(block),
                 coll.sizeBytes(block) / type.sizeBytes(), CollectiveReport.typeName(type),
                 coll.reduces() ? op.shortName() : "none", coll.rooted() ? root : -1));
@@ -223,15 +237,38 @@ public final class TestsCommand implements Callable<Integer> {
                 busSum += busbw;
                 busCount++;
                 row.append(CollectiveReport.placement(timeUs, algbw, busbw, wrong));
+                Map<String, Object> placement = new LinkedHashMap<>();
+                placement.put("time_us", timeUs);
+                placement.put("algbw_GBps", algbw);
+                placement.put("busbw_GBps", busbw);
+                placement.put("wrong", check != 0 ? Long.parseLong(wrong) : null);
+                jsonRow.put(inPlace ? "in_place" : "out_of_place", placement);
             }
             if (print) {
                 out.println(row);
                 out.flush();
             }
+            jsonRows.add(jsonRow);
         }
+        double avgBusBw = busCount == 0 ? 0 : busSum / busCount;
         if (print) {
-            out.print(CollectiveReport.footer(totalWrong, busCount == 0 ? 0 : busSum / busCount));
+            out.print(CollectiveReport.footer(totalWrong, avgBusBw));
             out.flush();
+            if (jsonFile != null) {
+                Map<String, Object> doc = new LinkedHashMap<>();
+                doc.put("test", kind.program());
+                doc.put("ranks", n);
+                doc.put("iters", iterations);
+                doc.put("warmup_iters", warmup);
+                doc.put("results", jsonRows);
+                doc.put("out_of_bounds", totalWrong);
+                doc.put("avg_busbw_GBps", avgBusBw);
+                try {
+                    java.nio.file.Files.writeString(jsonFile, Json.write(doc));
+                } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException("cannot write " + jsonFile, e);
+                }
+            }
         }
         return totalWrong == 0 ? 0 : 1;
     }

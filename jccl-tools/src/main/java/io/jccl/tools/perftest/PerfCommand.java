@@ -105,6 +105,10 @@ public final class PerfCommand implements Callable<Integer> {
         description = "also write the results as JSON (perftest keys) to FILE")
     Path jsonFile;
 
+    @Option(names = "--out_json", description = "write the JSON results to perftest_out.json (unless --json names "
+        + "a file), as perftest's --out_json")
+    boolean outJson;
+
     @Option(names = "--warmup", paramLabel = "N",
         description = "unmeasured iterations before each size (default: 16..2000 BW, 16..1000 LAT, by size)")
     Integer warmup;
@@ -133,6 +137,9 @@ public final class PerfCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         PerfTest test = PerfTest.of(testName);
+        if (outJson && jsonFile == null) {
+            jsonFile = Path.of("perftest_out.json");
+        }
         if (!connection.equalsIgnoreCase("RC")) {
             throw new PerfException("connection type " + connection + " is not supported: JCCL has RC queue pairs "
                 + "only");
