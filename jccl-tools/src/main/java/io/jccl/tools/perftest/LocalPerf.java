@@ -64,6 +64,7 @@ final class LocalPerf {
             command.connectTimeoutMs = 60_000;
         }
         command.local = false;
+        command.connectGiveUp = () -> !server.isAlive();
         int clientStatus;
         try {
             clientStatus = command.call();

@@ -44,7 +44,12 @@ public final class OutOfBand implements AutoCloseable {
     public static OutOfBand accept(int port, int acceptTimeoutMs) throws IOException {
         try (ServerSocketChannel server = ServerSocketChannel.open()) {
             server.setOption(StandardSocketOptions.SO_REUSEADDR, true);
-            server.bind(new InetSocketAddress(port));
+            try {
+                server.bind(new InetSocketAddress(port));
+            } catch (java.net.BindException e) {
+                throw new IOException("cannot listen on port " + port + " (" + e.getMessage()
+                    + "; another perf server? choose one with -p)", e);
+            }
             server.socket().setSoTimeout(acceptTimeoutMs);
             try {
                 // The socket adaptor honours the timeout, the channel's accept() would not.
@@ -57,6 +62,15 @@ public final class OutOfBand implements AutoCloseable {
 
     /** Client side: connects to {@code host:port}, retrying until {@code timeoutMs} passed (the server may start late). */
     public static OutOfBand connect(String host, int port, int timeoutMs) throws IOException {
+        return connect(host, port, timeoutMs, () -> false);
+    }
+
+    /**
+     * {@link #connect(String, int, int)} that stops retrying as soon as {@code giveUp} says so (local mode: the
+     * server process died before listening).
+     */
+    public static OutOfBand connect(String host, int port, int timeoutMs, java.util.function.BooleanSupplier giveUp)
+        throws IOException {
         long deadline = System.nanoTime() + timeoutMs * 1_000_000L;
         IOException last = null;
         InetAddress address = InetAddress.getByName(host);
@@ -68,6 +82,9 @@ public final class OutOfBand implements AutoCloseable {
             } catch (IOException e) {
                 last = e;
                 channel.close();
+                if (giveUp.getAsBoolean()) {
+                    break;
+                }
                 try {
                     Thread.sleep(50);
                 } catch (InterruptedException ie) {

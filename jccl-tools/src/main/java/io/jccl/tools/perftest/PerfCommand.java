@@ -131,6 +131,8 @@ public final class PerfCommand implements Callable<Integer> {
 
     PrintStream out = System.out;
     PrintStream err = System.err;
+    /** Local mode: tells the client to stop trying to connect (the server process is gone). */
+    java.util.function.BooleanSupplier connectGiveUp = () -> false;
     /** Heap bytes the client allocated in the measured loops of the last run (-1 on the server). */
     long lastAllocatedBytes = -1;
 
@@ -209,7 +211,7 @@ public final class PerfCommand implements Callable<Integer> {
         PerfPlan plan = plan(test);
         Device dev = resolveDevice();
         int timeout = connectTimeoutMs != null ? connectTimeoutMs : 5000;
-        try (OutOfBand oob = OutOfBand.connect(serverHost, port, timeout)) {
+        try (OutOfBand oob = OutOfBand.connect(serverHost, port, timeout, connectGiveUp)) {
             try {
                 oob.send(plan.encode());
                 oob.expect("plan-ok");
