@@ -1,5 +1,6 @@
 package io.jccl.conformance;
 
+import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.Context;
 import io.jccl.verbs.Endpoint;
@@ -17,6 +18,7 @@ import io.jccl.verbs.SendWorkRequest;
 import io.jccl.verbs.Verbs;
 import io.jccl.verbs.WorkCompletionStatus;
 
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
@@ -40,7 +42,7 @@ public final class InProcessPeer implements PeerSide {
     private final AtomicInteger nextRegion = new AtomicInteger(1);
     private final String description;
     private ProtectionDomain otherDomain;
-    private final Map<Integer, java.lang.foreign.Arena> callerOwned = new ConcurrentHashMap<>();
+    private final Map<Integer, Arena> callerOwned = new ConcurrentHashMap<>();
 
     /** Opens {@code deviceName} and creates the domain, the completion queue and its poller. */
     public InProcessPeer(String deviceName, String description) {
@@ -127,7 +129,7 @@ public final class InProcessPeer implements PeerSide {
 
     @Override
     public PeerRegion registerCallerOwned(long length, int access) {
-        java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofShared();
+        Arena arena = Arena.ofShared();
         MemoryRegion region;
         try {
             region = domain.registerMemory(arena.allocate(length, 4096), flags(access));
@@ -141,14 +143,14 @@ public final class InProcessPeer implements PeerSide {
         return new PeerRegion(id, region.address(), region.length(), region.rkey(), region.lkey());
     }
 
-    private static io.jccl.verbs.AccessFlag[] flags(int mask) {
-        List<io.jccl.verbs.AccessFlag> out = new ArrayList<>();
-        for (io.jccl.verbs.AccessFlag flag : io.jccl.verbs.AccessFlag.values()) {
+    private static AccessFlag[] flags(int mask) {
+        List<AccessFlag> out = new ArrayList<>();
+        for (AccessFlag flag : AccessFlag.values()) {
             if (flag.isSetIn(mask)) {
                 out.add(flag);
             }
         }
-        return out.toArray(io.jccl.verbs.AccessFlag[]::new);
+        return out.toArray(AccessFlag[]::new);
     }
 
     @Override
@@ -160,7 +162,7 @@ public final class InProcessPeer implements PeerSide {
         try {
             mr.close();
         } finally {
-            java.lang.foreign.Arena arena = callerOwned.remove(region);
+            Arena arena = callerOwned.remove(region);
             if (arena != null) {
                 arena.close(); // only after deregistration: the caller owns the memory until then
             }
@@ -221,7 +223,7 @@ public final class InProcessPeer implements PeerSide {
     @Override
     public long[] fetchAndAdd(int queuePairNumber, long remoteAddress, int rkey, long addend, int count) {
         QueuePair qp = qp(queuePairNumber);
-        MemoryRegion results = domain.allocateMemory(8L * count, io.jccl.verbs.AccessFlag.LOCAL_WRITE);
+        MemoryRegion results = domain.allocateMemory(8L * count, AccessFlag.LOCAL_WRITE);
         try {
             SendWorkRequest request = new SendWorkRequest(1).opcode(SendOpcode.ATOMIC_FETCH_AND_ADD)
                 .flags(SendFlag.SIGNALED).remote(remoteAddress, rkey).atomic(addend, 0);

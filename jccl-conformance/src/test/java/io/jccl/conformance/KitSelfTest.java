@@ -7,6 +7,7 @@ import org.junit.jupiter.api.Test;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.util.List;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -21,11 +22,11 @@ class KitSelfTest {
             Patterns.fill(segment, 3, 1000, 7);
             assertEquals(-1, Patterns.firstMismatch(segment, 3, 1000, 7));
             assertArrayEquals(Patterns.bytes(7, 1000), segment.asSlice(3, 1000).toArray(
-                java.lang.foreign.ValueLayout.JAVA_BYTE));
-            segment.set(java.lang.foreign.ValueLayout.JAVA_BYTE, 3 + 517, (byte) ~Patterns.byteAt(7, 517));
+                ValueLayout.JAVA_BYTE));
+            segment.set(ValueLayout.JAVA_BYTE, 3 + 517, (byte) ~Patterns.byteAt(7, 517));
             assertEquals(517, Patterns.firstMismatch(segment, 3, 1000, 7));
-            segment.set(java.lang.foreign.ValueLayout.JAVA_BYTE, 3 + 517, Patterns.byteAt(7, 517));
-            segment.set(java.lang.foreign.ValueLayout.JAVA_BYTE, 3 + 999, (byte) ~Patterns.byteAt(7, 999));
+            segment.set(ValueLayout.JAVA_BYTE, 3 + 517, Patterns.byteAt(7, 517));
+            segment.set(ValueLayout.JAVA_BYTE, 3 + 999, (byte) ~Patterns.byteAt(7, 999));
             assertEquals(999, Patterns.firstMismatch(segment, 3, 1000, 7), "a mismatch in the unaligned tail");
             assertEquals(-1, Patterns.firstMismatch(segment, 3, 999, 7), "outside the compared range");
         }

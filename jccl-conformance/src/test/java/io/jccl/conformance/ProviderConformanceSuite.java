@@ -13,6 +13,7 @@ import io.jccl.verbs.Context;
 import io.jccl.verbs.Device;
 import io.jccl.verbs.DeviceAttributes;
 import io.jccl.verbs.MemoryRegion;
+import io.jccl.verbs.PathMtu;
 import io.jccl.verbs.PortAttributes;
 import io.jccl.verbs.PortState;
 import io.jccl.verbs.QueuePair;
@@ -590,7 +591,7 @@ public abstract class ProviderConformanceSuite {
         assertRejected(qp, new QueuePairAttributes().currentState(QueuePairState.INIT),
             "cur_qp_state that is not the QP's state");
         assertRejected(qp, new QueuePairAttributes().state(QueuePairState.READY_TO_SEND).pathMtu(
-            io.jccl.verbs.PathMtu.MTU_1024), "RTS -> RTS with PATH_MTU, which it does not allow");
+            PathMtu.MTU_1024), "RTS -> RTS with PATH_MTU, which it does not allow");
         qp.modify(new QueuePairAttributes().state(QueuePairState.READY_TO_SEND).minRnrTimer(2));
         assertEquals(QueuePairState.READY_TO_SEND, qp.state(), "RTS -> RTS with MIN_RNR_TIMER is allowed");
         join(peerConnect);
@@ -1178,6 +1179,7 @@ public abstract class ProviderConformanceSuite {
             }
         }
         List<Completion> done = awaitLocal(local, link.qp(), n);
+        byte[] whole = Patterns.bytes(52, 64 * n);
         long expectedFetch = 0;
         for (int i = 0; i < n; i++) {
             boolean atomic = i % 3 == 2;
@@ -1186,7 +1188,6 @@ public abstract class ProviderConformanceSuite {
             if (atomic) {
                 assertEquals(expectedFetch++, sink.segment().get(HOST_LONG, 64L * n + 8L * i), "fetch-add " + i);
             } else {
-                byte[] whole = Patterns.bytes(52, 64 * n);
                 assertArrayEquals(Arrays.copyOfRange(whole, 64 * i, 64 * i + 64), get(sink, 64L * i, 64),
                     "READ " + i);
             }
