@@ -146,7 +146,9 @@ final class TcpEngine implements Runnable {
                     continue;
                 }
                 if (now - idleSinceNs < spinNs) {
-                    Thread.onSpinWait();
+                    // Yield rather than pause: on an oversubscribed machine the thread that must act next (the
+                    // application, or the peer's progress thread) gets the core; on an idle one yield returns at once.
+                    Thread.yield();
                     continue;
                 }
                 sleeping = true;

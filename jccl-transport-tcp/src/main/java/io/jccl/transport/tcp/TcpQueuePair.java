@@ -425,7 +425,11 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
 
     @Override
     public void onSelected(SelectionKey selected) {
-        lock.lock();
+        // Never park the progress thread behind an application thread: whoever holds the lock is doing this QP's
+        // I/O already, and readiness is level-triggered, so anything left is reported again by the next select.
+        if (!lock.tryLock()) {
+            return;
+        }
         try {
             switch (conn) {
                 case C_CONNECTING -> finishConnect();
@@ -443,7 +447,10 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     }
 
     void onKick() {
-        lock.lock();
+        if (!lock.tryLock()) {
+            kickSelf(); // the holder may have missed the new request: look again on the next round
+            return;
+        }
         try {
             if (conn == C_UP || conn == C_CLOSING) {
                 ioRound();
@@ -459,7 +466,9 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
 
     /** Timers: connection retries and deadlines, RNR retry, peer liveness, close linger. */
     long onTimer(long now) {
-        lock.lock();
+        if (!lock.tryLock()) {
+            return now + 200_000L; // busy: try again shortly
+        }
         try {
             long next = Long.MAX_VALUE;
             if (parked != null) {

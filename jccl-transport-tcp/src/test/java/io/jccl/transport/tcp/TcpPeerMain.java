@@ -69,6 +69,10 @@ public final class TcpPeerMain {
                         case "EXERCISE" -> exercise(qp, cq, region, Long.parseLong(w[1]), Integer.parseInt(w[2]),
                             Integer.parseInt(w[3]));
                         case "RECEIVE" -> receive(cq, region, Integer.parseInt(w[1]));
+                        case "BANDWIDTH" -> bandwidth(qp, cq, region, Long.parseLong(w[1]), Integer.parseInt(w[2]),
+                            Integer.parseInt(w[3]), Integer.parseInt(w[4]));
+                        case "LATENCY" -> latency(qp, cq, region, Long.parseLong(w[1]), Integer.parseInt(w[2]),
+                            Integer.parseInt(w[3]));
                         case "QUIT" -> "OK bye";
                         default -> "FAIL unknown command " + w[0];
                     };
@@ -154,5 +158,55 @@ public final class TcpPeerMain {
         }
         long counter = region.segment().get(ValueLayout.JAVA_LONG, ATOMIC_OFFSET);
         return sb.append(" atomic=").append(counter).toString();
+    }
+
+    /** Pipelined WRITEs of {@code size} bytes, 8 outstanding, for {@code seconds}. */
+    private static String bandwidth(QueuePair qp, CompletionQueue cq, MemoryRegion region, long address, int rkey,
+                                    int size, int seconds) {
+        SendWorkRequest wr = new SendWorkRequest();
+        WorkCompletion[] wc = WorkCompletion.array(16);
+        long end = System.nanoTime() + seconds * 1_000_000_000L;
+        long t0 = System.nanoTime();
+        long posted = 0;
+        long done = 0;
+        int slots = Math.max(1, Math.min(8, (REGION / 2) / size));
+        while (System.nanoTime() < end || done < posted) {
+            while (posted - done < slots && System.nanoTime() < end) {
+                long offset = (posted % slots) * (long) size;
+                qp.postSend(wr.wrId(posted).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+                    .remote(address + offset, rkey).local(region, offset, size));
+                posted++;
+            }
+            int n = cq.poll(wc, 16);
+            for (int i = 0; i < n; i++) {
+                if (!wc[i].isSuccess()) {
+                    return "FAIL " + wc[i].status();
+                }
+            }
+            done += n;
+        }
+        double s = (System.nanoTime() - t0) / 1e9;
+        return String.format("OK bandwidth %d B x %d: %.3f GB/s", size, done, done * (double) size / s / 1e9);
+    }
+
+    /** WRITE of {@code size} bytes, post to completion, {@code iterations} times; median and p99. */
+    private static String latency(QueuePair qp, CompletionQueue cq, MemoryRegion region, long address, int rkey,
+                                  int iterations) {
+        SendWorkRequest wr = new SendWorkRequest();
+        WorkCompletion[] wc = WorkCompletion.array(1);
+        long[] samples = new long[iterations];
+        for (int i = 0; i < iterations; i++) {
+            long t0 = System.nanoTime();
+            qp.postSend(wr.wrId(i).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED | SendFlag.INLINE)
+                .remote(address, rkey).local(region, 0, 8));
+            while (cq.poll(wc, 1) == 0) {
+                Thread.onSpinWait();
+            }
+            samples[i] = System.nanoTime() - t0;
+        }
+        java.util.Arrays.sort(samples, iterations / 2, iterations);
+        long[] s = java.util.Arrays.copyOfRange(samples, iterations / 2, iterations);
+        return String.format("OK latency write 8 B: median %.1f us, p99 %.1f us", s[s.length / 2] / 1e3,
+            s[(int) (s.length * 0.99)] / 1e3);
     }
 }

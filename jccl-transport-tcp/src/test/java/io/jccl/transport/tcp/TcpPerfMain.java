@@ -45,6 +45,16 @@ public final class TcpPerfMain {
                 samples[i] = System.nanoTime() - t0;
             }
             report("write 8 B, post to completion", samples, iters / 2);
+            for (int i = 0; i < iters; i++) {
+                long t0 = System.nanoTime();
+                a.qp().postSend(wr.wrId(i).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+                    .remote(mb.address(), mb.rkey()).local(ma, 0, 4096));
+                while (a.cq().poll(wc, 1) == 0) {
+                    Thread.onSpinWait();
+                }
+                samples[i] = System.nanoTime() - t0;
+            }
+            report("write 4 KiB, post to completion", samples, iters / 2);
 
             // SEND/RECV ping-pong (b echoes)
             ReceiveWorkRequest recv = new ReceiveWorkRequest();
@@ -69,17 +79,18 @@ public final class TcpPerfMain {
             }
             report("send 8 B ping-pong, half round trip", samples, iters / 2);
 
-            // bandwidth: 1 MiB writes, 8 outstanding
-            for (int round = 0; round < 2; round++) {
-                int messages = 2000;
+            // bandwidth: writes of 4 KiB .. 1 MiB, 8 outstanding
+            int depth = args.length > 0 ? Integer.parseInt(args[0]) : 8;
+            for (int size : new int[] {4096, 65536, big, big}) {
+                int messages = (int) Math.min(200_000, (2000L * big) / size);
                 int posted = 0;
                 int done = 0;
                 long t0 = System.nanoTime();
                 while (done < messages) {
-                    while (posted - done < 8 && posted < messages) {
+                    while (posted - done < depth && posted < messages) {
                         a.qp().postSend(wr.wrId(posted).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
                             .remote(mb.address() + (posted % 8) * (long) big, mb.rkey()).local(ma, (posted % 8)
-                                * (long) big, big));
+                                * (long) big, size));
                         posted++;
                     }
                     int n = a.cq().poll(wc, 16);
@@ -91,8 +102,8 @@ public final class TcpPerfMain {
                     done += n;
                 }
                 double seconds = (System.nanoTime() - t0) / 1e9;
-                System.out.printf("write 1 MiB x %d, 8 outstanding: %.2f GB/s%n", messages,
-                    messages * (double) big / seconds / 1e9);
+                System.out.printf("write %d B x %d, %d outstanding: %.3f GB/s, %.0f msg/s%n", size, messages, depth,
+                    messages * (double) size / seconds / 1e9, messages / seconds);
             }
         }
     }
@@ -112,7 +123,8 @@ public final class TcpPerfMain {
     private static void report(String what, long[] samples, int warmup) {
         long[] s = Arrays.copyOfRange(samples, warmup, samples.length);
         Arrays.sort(s);
-        System.out.printf("%s: median %.1f us, p99 %.1f us, min %.1f us%n", what, s[s.length / 2] / 1e3,
-            s[(int) (s.length * 0.99)] / 1e3, s[0] / 1e3);
+        double mean = Arrays.stream(s).average().orElse(0);
+        System.out.printf("%s: median %.1f us, p99 %.1f us, p99.9 %.1f us, mean %.1f us%n", what,
+            s[s.length / 2] / 1e3, s[(int) (s.length * 0.99)] / 1e3, s[(int) (s.length * 0.999)] / 1e3, mean / 1e3);
     }
 }
