@@ -87,6 +87,8 @@ public final class Communicator implements AutoCloseable {
     private final MemorySegment[] bounce = new MemorySegment[3];
     private List<PendingP2p> group;
     private final String[] hosts;
+    private int[] localGroup;
+    private int[] leaderGroup;
 
     private record PendingP2p(boolean send, MemorySegment buf, long count, DataType type, int peer) {
     }
@@ -342,9 +344,27 @@ public final class Communicator implements AutoCloseable {
             transport.direct = all;
         }
         engine = new Engine(this, transport);
+        // Host groups for the hierarchical all-reduce: ranks of this host, and the first rank of every host.
+        Map<String, List<Integer>> byHost = new LinkedHashMap<>();
+        for (int j = 0; j < size; j++) {
+            byHost.computeIfAbsent(hosts[j], k -> new ArrayList<>()).add(j);
+        }
+        localGroup = byHost.get(hosts[rank]).stream().mapToInt(Integer::intValue).toArray();
+        leaderGroup = byHost.values().stream().mapToInt(List::getFirst).sorted().toArray();
+        boolean hierarchy = byHost.size() > 1 && byHost.values().stream().anyMatch(l -> l.size() > 1);
+        LinkParameters intra = null;
+        if (hierarchy) {
+            java.util.Set<String> intraDevices = new java.util.HashSet<>();
+            for (Peer p : peers) {
+                if (p != null && p.sameHost) {
+                    intraDevices.add(p.device.name);
+                }
+            }
+            intra = messagePath(intraDevices);
+        }
         tuning = new TuningParameters(messagePath(used.keySet()), transport.direct
             ? TuningParameters.defaults("direct") : null, TuningParameters.defaultReduceGBps(),
-            options.directBytes(), options.chunkBytes());
+            options.directBytes(), options.chunkBytes(), byHost.size(), intra);
         for (Peer p : peers) {
             if (p != null) {
                 log.info(rank, Log.Subsys.INIT, "rank " + rank + " -> rank " + p.rank + " via " + p.device.name + ": "
@@ -813,6 +833,7 @@ public final class Communicator implements AutoCloseable {
                 engine.treeReduce(sig, work, count, type, op, 0);
                 engine.treeBroadcast(sig, work, bytes, 0);
             }
+            case HIER -> engine.hierAllReduce(sig, work, count, type, op, localGroup, leaderGroup);
             case RHD -> engine.rhdAllReduce(sig, work, count, type, op);
             default -> engine.ringAllReduce(sig, work, count, type, op);
         }

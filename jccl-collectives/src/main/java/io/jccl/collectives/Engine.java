@@ -26,6 +26,11 @@ final class Engine {
     private final Xfer[] xfers;
     private final IdleStrategy idle = new IdleStrategy();
     private final MemorySegment[] sources;
+    private final int[] world;
+    /** Current group of the message-path algorithms (world ranks), its size and this rank's index in it. */
+    private int[] group;
+    private int gsize;
+    private int grank;
     private final long[] sourceOffsets;
     long deadlineNs;
     long directEpoch;
@@ -45,6 +50,13 @@ final class Engine {
             xfers[i] = new Xfer();
         }
         sources = new MemorySegment[size];
+        world = new int[size];
+        for (int i = 0; i < size; i++) {
+            world[i] = i;
+        }
+        group = world;
+        gsize = size;
+        grank = rank;
         sourceOffsets = new long[size];
     }
 
@@ -249,8 +261,31 @@ final class Engine {
 
     // ------------------------------------------------------------------------------------------------ helpers
 
-    Peer peer(int r) {
-        return t.peers[((r % size) + size) % size];
+    /** The peer at group index {@code i} (mod the group size). */
+    Peer peer(int i) {
+        return t.peers[group[Math.floorMod(i, gsize)]];
+    }
+
+    /** Runs the message-path algorithms on a subset of ranks ({@code members} in order; this rank among them). */
+    void useGroup(int[] members) {
+        group = members;
+        gsize = members.length;
+        grank = -1;
+        for (int i = 0; i < members.length; i++) {
+            if (members[i] == rank) {
+                grank = i;
+            }
+        }
+        if (grank < 0) {
+            throw new IllegalStateException("rank " + rank + " is not in group " + java.util.Arrays.toString(members));
+        }
+    }
+
+    /** Back to the whole communicator. */
+    void useWorld() {
+        group = world;
+        gsize = size;
+        grank = rank;
     }
 
     static long blockStart(long count, int n, int b) {
@@ -266,24 +301,24 @@ final class Engine {
     /** Ring all-reduce in place on {@code buf} (native): reduce-scatter then all-gather, n-1 steps each. */
     void ringAllReduce(Signature sig, MemorySegment buf, long count, DataType type, ReduceOp op) {
         int es = type.sizeBytes();
-        Peer right = peer(rank + 1);
-        Peer left = peer(rank - 1);
-        for (int s = 0; s < size - 1; s++) {
-            int sb = Math.floorMod(rank - s, size);
-            int rb = Math.floorMod(rank - s - 1, size);
-            sendX(right, sig, buf, blockStart(count, size, sb) * es, blockCount(count, size, sb) * es);
-            recvX(left, sig, buf, blockStart(count, size, rb) * es, blockCount(count, size, rb) * es, type, op);
+        Peer right = peer(grank + 1);
+        Peer left = peer(grank - 1);
+        for (int s = 0; s < gsize - 1; s++) {
+            int sb = Math.floorMod(grank - s, gsize);
+            int rb = Math.floorMod(grank - s - 1, gsize);
+            sendX(right, sig, buf, blockStart(count, gsize, sb) * es, blockCount(count, gsize, sb) * es);
+            recvX(left, sig, buf, blockStart(count, gsize, rb) * es, blockCount(count, gsize, rb) * es, type, op);
             run();
         }
-        int mine = Math.floorMod(rank + 1, size);
+        int mine = Math.floorMod(grank + 1, gsize);
         if (op == ReduceOp.AVG) {
-            kernels.divide(type, buf, blockStart(count, size, mine) * es, blockCount(count, size, mine), size);
+            kernels.divide(type, buf, blockStart(count, gsize, mine) * es, blockCount(count, gsize, mine), gsize);
         }
-        for (int s = 0; s < size - 1; s++) {
-            int sb = Math.floorMod(rank + 1 - s, size);
-            int rb = Math.floorMod(rank - s, size);
-            sendX(right, sig, buf, blockStart(count, size, sb) * es, blockCount(count, size, sb) * es);
-            recvX(left, sig, buf, blockStart(count, size, rb) * es, blockCount(count, size, rb) * es, null, null);
+        for (int s = 0; s < gsize - 1; s++) {
+            int sb = Math.floorMod(grank + 1 - s, gsize);
+            int rb = Math.floorMod(grank - s, gsize);
+            sendX(right, sig, buf, blockStart(count, gsize, sb) * es, blockCount(count, gsize, sb) * es);
+            recvX(left, sig, buf, blockStart(count, gsize, rb) * es, blockCount(count, gsize, rb) * es, null, null);
             run();
         }
     }
@@ -291,28 +326,28 @@ final class Engine {
     /** Binomial-tree reduce of {@code buf} (native, modified) to {@code root}. */
     void treeReduce(Signature sig, MemorySegment buf, long count, DataType type, ReduceOp op, int root) {
         long bytes = count * type.sizeBytes();
-        int vr = Math.floorMod(rank - root, size);
-        for (int mask = 1; mask < size; mask <<= 1) {
+        int vr = Math.floorMod(grank - root, gsize);
+        for (int mask = 1; mask < gsize; mask <<= 1) {
             if ((vr & mask) != 0) {
                 sendX(peer(vr - mask + root), sig, buf, 0, bytes);
                 run();
                 return;
             }
-            if (vr + mask < size) {
+            if (vr + mask < gsize) {
                 recvX(peer(vr + mask + root), sig, buf, 0, bytes, type, op);
                 run();
             }
         }
         if (op == ReduceOp.AVG) {
-            kernels.divide(type, buf, 0, count, size);
+            kernels.divide(type, buf, 0, count, gsize);
         }
     }
 
     /** Binomial-tree broadcast of {@code buf} (native) from {@code root}. */
     void treeBroadcast(Signature sig, MemorySegment buf, long bytes, int root) {
-        int vr = Math.floorMod(rank - root, size);
+        int vr = Math.floorMod(grank - root, gsize);
         int mask = 1;
-        while (mask < size) {
+        while (mask < gsize) {
             if ((vr & mask) != 0) {
                 recvX(peer(vr - mask + root), sig, buf, 0, bytes, null, null);
                 run();
@@ -323,7 +358,7 @@ final class Engine {
         mask >>= 1;
         boolean any = false;
         while (mask > 0) {
-            if (vr + mask < size) {
+            if (vr + mask < gsize) {
                 sendX(peer(vr + mask + root), sig, buf, 0, bytes);
                 any = true;
             }
@@ -334,40 +369,74 @@ final class Engine {
         }
     }
 
-    /** Pipelined chain broadcast: root → root+1 → ...; each rank forwards chunks as they arrive. */
+    /** Pipelined chain broadcast: root → root+1 → ...; each grank forwards chunks as they arrive. */
     void ringBroadcast(Signature sig, MemorySegment buf, long bytes, int root) {
-        int vr = Math.floorMod(rank - root, size);
+        int vr = Math.floorMod(grank - root, gsize);
         Xfer in = null;
         if (vr > 0) {
-            in = recvX(peer(rank - 1), sig, buf, 0, bytes, null, null);
+            in = recvX(peer(grank - 1), sig, buf, 0, bytes, null, null);
         }
-        if (vr < size - 1) {
-            Xfer out = sendX(peer(rank + 1), sig, buf, 0, bytes);
+        if (vr < gsize - 1) {
+            Xfer out = sendX(peer(grank + 1), sig, buf, 0, bytes);
             out.after = in;
         }
         run();
+    }
+
+    /**
+     * Hierarchical all-reduce of {@code buf} (native): binomial reduce to the first rank of {@code local}, all-reduce
+     * among {@code leaders} (ring for large vectors, tree below 64 KiB), binomial broadcast inside {@code local}.
+     * AVG sums throughout and the leaders divide once by the communicator size.
+     */
+    void hierAllReduce(Signature sig, MemorySegment buf, long count, DataType type, ReduceOp op, int[] local,
+                       int[] leaders) {
+        ReduceOp combine = op.combiner();
+        long bytes = count * type.sizeBytes();
+        boolean leader = local[0] == rank;
+        try {
+            useGroup(local);
+            treeReduce(sig, buf, count, type, combine, 0);
+            if (leader) {
+                if (leaders.length > 1) {
+                    useGroup(leaders);
+                    if (bytes >= 64 * 1024) {
+                        ringAllReduce(sig, buf, count, type, combine);
+                    } else {
+                        treeReduce(sig, buf, count, type, combine, 0);
+                        treeBroadcast(sig, buf, bytes, 0);
+                    }
+                }
+                if (op == ReduceOp.AVG) {
+                    kernels.divide(type, buf, 0, count, size);
+                }
+            }
+            useGroup(local);
+            treeBroadcast(sig, buf, bytes, 0);
+        } finally {
+            useWorld();
+        }
     }
 
     /** Rabenseifner: recursive-halving reduce-scatter, then recursive-doubling all-gather (any n, with folding). */
     void rhdAllReduce(Signature sig, MemorySegment buf, long count, DataType type, ReduceOp op) {
         int es = type.sizeBytes();
         long bytes = count * es;
-        int p2 = Integer.highestOneBit(size);
-        int rem = size - p2;
+        int p2 = Integer.highestOneBit(gsize);
+        int rem = gsize - p2;
         int vr;
-        if (rank < 2 * rem) {
-            if ((rank & 1) == 0) {
-                sendX(peer(rank + 1), sig, buf, 0, bytes);
+        if (grank < 2 * rem) {
+            if ((grank & 1) == 0) {
+                sendX(peer(grank + 1), sig, buf, 0, bytes);
                 run();
-                recvX(peer(rank + 1), sig, buf, 0, bytes, null, null);
+                recvX(peer(grank + 1), sig, buf, 0, bytes, null, null);
                 run();
                 return;
             }
-            recvX(peer(rank - 1), sig, buf, 0, bytes, type, op);
+            recvX(peer(grank - 1), sig, buf, 0, bytes, type, op);
             run();
-            vr = rank / 2;
+            vr = grank / 2;
         } else {
-            vr = rank - rem;
+            vr = grank - rem;
         }
         int levels = Integer.numberOfTrailingZeros(p2);
         long[] lo = new long[levels + 1];
@@ -403,7 +472,7 @@ final class Engine {
             h = keepHi;
         }
         if (op == ReduceOp.AVG) {
-            kernels.divide(type, buf, l * es, h - l, size);
+            kernels.divide(type, buf, l * es, h - l, gsize);
         }
         level--;
         for (int d = 1; d < p2; d <<= 1, level--) {
@@ -420,61 +489,61 @@ final class Engine {
             l = pl;
             h = ph;
         }
-        if (rank < 2 * rem) {
-            sendX(peer(rank - 1), sig, buf, 0, bytes);
+        if (grank < 2 * rem) {
+            sendX(peer(grank - 1), sig, buf, 0, bytes);
             run();
         }
     }
 
     // ------------------------------------------------------------------------------------------------ others
 
-    /** Ring all-gather: {@code out} (native) holds n blocks of {@code blockBytes}; block {@code rank} is filled. */
+    /** Ring all-gather: {@code out} (native) holds n blocks of {@code blockBytes}; block {@code grank} is filled. */
     void ringAllGather(Signature sig, MemorySegment out, long blockBytes) {
-        Peer right = peer(rank + 1);
-        Peer left = peer(rank - 1);
-        for (int s = 0; s < size - 1; s++) {
-            int sb = Math.floorMod(rank - s, size);
-            int rb = Math.floorMod(rank - s - 1, size);
+        Peer right = peer(grank + 1);
+        Peer left = peer(grank - 1);
+        for (int s = 0; s < gsize - 1; s++) {
+            int sb = Math.floorMod(grank - s, gsize);
+            int rb = Math.floorMod(grank - s - 1, gsize);
             sendX(right, sig, out, sb * blockBytes, blockBytes);
             recvX(left, sig, out, rb * blockBytes, blockBytes, null, null);
             run();
         }
     }
 
-    /** Ring reduce-scatter on {@code work} (native, n blocks of {@code blockCount}); block {@code rank} ends reduced. */
+    /** Ring reduce-scatter on {@code work} (native, n blocks of {@code blockCount}); block {@code grank} ends reduced. */
     void ringReduceScatter(Signature sig, MemorySegment work, long blockCount, DataType type, ReduceOp op) {
         long bb = blockCount * type.sizeBytes();
-        Peer right = peer(rank + 1);
-        Peer left = peer(rank - 1);
-        for (int s = 0; s < size - 1; s++) {
-            int sb = Math.floorMod(rank - s - 1, size);
-            int rb = Math.floorMod(rank - s - 2, size);
+        Peer right = peer(grank + 1);
+        Peer left = peer(grank - 1);
+        for (int s = 0; s < gsize - 1; s++) {
+            int sb = Math.floorMod(grank - s - 1, gsize);
+            int rb = Math.floorMod(grank - s - 2, gsize);
             sendX(right, sig, work, sb * bb, bb);
             recvX(left, sig, work, rb * bb, bb, type, op);
             run();
         }
         if (op == ReduceOp.AVG) {
-            kernels.divide(type, work, rank * bb, blockCount, size);
+            kernels.divide(type, work, grank * bb, blockCount, gsize);
         }
     }
 
-    /** Pairwise all-to-all: block j of {@code in} goes to rank j; block j of {@code out} comes from rank j. */
+    /** Pairwise all-to-all: block j of {@code in} goes to grank j; block j of {@code out} comes from grank j. */
     void pairwiseAllToAll(Signature sig, MemorySegment in, MemorySegment out, long blockBytes) {
-        MemorySegment.copy(in, rank * blockBytes, out, rank * blockBytes, blockBytes);
-        for (int k = 1; k < size; k++) {
-            int to = Math.floorMod(rank + k, size);
-            int from = Math.floorMod(rank - k, size);
+        MemorySegment.copy(in, grank * blockBytes, out, grank * blockBytes, blockBytes);
+        for (int k = 1; k < gsize; k++) {
+            int to = Math.floorMod(grank + k, gsize);
+            int from = Math.floorMod(grank - k, gsize);
             sendX(peer(to), sig, in, to * blockBytes, blockBytes);
             recvX(peer(from), sig, out, from * blockBytes, blockBytes, null, null);
             run();
         }
     }
 
-    /** Linear gather: every rank sends {@code in} to root, which receives all concurrently. */
+    /** Linear gather: every grank sends {@code in} to root, which receives all concurrently. */
     void linearGather(Signature sig, MemorySegment in, MemorySegment out, long blockBytes, int root) {
-        if (rank == root) {
+        if (grank == root) {
             MemorySegment.copy(in, 0, out, root * blockBytes, blockBytes);
-            for (int j = 0; j < size; j++) {
+            for (int j = 0; j < gsize; j++) {
                 if (j != root) {
                     recvX(peer(j), sig, out, j * blockBytes, blockBytes, null, null);
                 }
@@ -485,11 +554,11 @@ final class Engine {
         run();
     }
 
-    /** Linear scatter: root sends block j of {@code in} to rank j, all concurrently. */
+    /** Linear scatter: root sends block j of {@code in} to grank j, all concurrently. */
     void linearScatter(Signature sig, MemorySegment in, MemorySegment out, long blockBytes, int root) {
-        if (rank == root) {
+        if (grank == root) {
             MemorySegment.copy(in, root * blockBytes, out, 0, blockBytes);
-            for (int j = 0; j < size; j++) {
+            for (int j = 0; j < gsize; j++) {
                 if (j != root) {
                     sendX(peer(j), sig, in, j * blockBytes, blockBytes);
                 }
@@ -502,9 +571,9 @@ final class Engine {
 
     /** Dissemination barrier: ceil(log2 n) rounds of zero-byte messages. */
     void disseminationBarrier(Signature sig) {
-        for (int k = 1; k < size; k <<= 1) {
-            sendX(peer(rank + k), sig, MemorySegment.NULL, 0, 0);
-            recvX(peer(rank - k), sig, MemorySegment.NULL, 0, 0, null, null);
+        for (int k = 1; k < gsize; k <<= 1) {
+            sendX(peer(grank + k), sig, MemorySegment.NULL, 0, 0);
+            recvX(peer(grank - k), sig, MemorySegment.NULL, 0, 0, null, null);
             run();
         }
     }

@@ -269,6 +269,25 @@ class CollectivesTest {
         }
     }
 
+    /** Ranks on three fake hosts (3 + 2 + 1): the hierarchical all-reduce, and every other collective with it. */
+    @Test
+    void hierarchicalAcrossFakeHosts() {
+        String[] hostOf = {"hostA", "hostA", "hostB", "hostA", "hostB", "hostC"};
+        for (String spec : new String[] {"allreduce:hier", ""}) {
+            Ranks.runWith(6, (store, rank, size) -> Communicator.create(store, rank, size,
+                Ranks.loop().withHostId(hostOf[rank]).withAlgorithms(spec).withChunking(4096, 3)), c -> {
+                    assertEquals(false, c.directAvailable());
+                    if (spec.isEmpty()) {
+                        // same link inside and across fake hosts: hier wins on latency only (log steps)
+                        assertEquals(io.jccl.collectives.tuning.Algorithm.HIER,
+                            c.algorithmFor(Collective.ALL_REDUCE, 8), c.tuningTable());
+                    }
+                    reductions(c, SIZES, new DataType[] {DataType.FLOAT32, DataType.BFLOAT16, DataType.INT32},
+                        ReduceOp.values(), "hier " + spec);
+                });
+        }
+    }
+
     /** A few MiB through every all-reduce algorithm (multi-chunk, multi-round staging). */
     @Test
     void fewMebibytes() {

@@ -41,6 +41,9 @@ class ProvidersTest {
                 assertTrue(c.transportOf(other).startsWith("tcp0") && c.transportOf(other).contains("different host"),
                     c.transportOf(other));
                 assertEquals(false, c.directAvailable());
+                // shm inside a host, tcp between: the hierarchical all-reduce saves inter-host latency
+                assertEquals(io.jccl.collectives.tuning.Algorithm.HIER,
+                    c.algorithmFor(Collective.ALL_REDUCE, 1024), c.tuningTable());
                 CollectivesTest.everything(c, "mixed", false);
             });
     }

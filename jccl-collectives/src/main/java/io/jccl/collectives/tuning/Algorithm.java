@@ -15,7 +15,12 @@ public enum Algorithm {
     /** Root exchanges with every rank concurrently (gather, scatter). */
     LINEAR,
     /** Dissemination barrier: log2(n) rounds of zero-byte messages. */
-    DISSEMINATION;
+    DISSEMINATION,
+    /**
+     * Hierarchical all-reduce for ranks on several hosts: binomial reduce to each host's leader over the intra-host
+     * path, all-reduce among the leaders over the inter-host path, binomial broadcast inside each host.
+     */
+    HIER;
 
     /** Lower-case name as in JCCL_ALGO and logs. */
     public String shortName() {

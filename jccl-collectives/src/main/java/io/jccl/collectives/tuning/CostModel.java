@@ -19,7 +19,7 @@ public final class CostModel {
     /** Algorithms implemented for a collective (DIRECT only applies when the direct path exists). */
     public static Set<Algorithm> candidates(Collective c) {
         return switch (c) {
-            case ALL_REDUCE -> EnumSet.of(Algorithm.RING, Algorithm.TREE, Algorithm.RHD, Algorithm.DIRECT);
+            case ALL_REDUCE -> EnumSet.of(Algorithm.RING, Algorithm.TREE, Algorithm.RHD, Algorithm.DIRECT, Algorithm.HIER);
             case BROADCAST -> EnumSet.of(Algorithm.TREE, Algorithm.RING, Algorithm.DIRECT);
             case REDUCE -> EnumSet.of(Algorithm.TREE, Algorithm.DIRECT);
             case ALL_GATHER, REDUCE_SCATTER -> EnumSet.of(Algorithm.RING, Algorithm.DIRECT);
@@ -72,6 +72,18 @@ public final class CostModel {
                 case BARRIER -> ad;
                 default -> Double.POSITIVE_INFINITY;
             };
+        }
+        if (a == Algorithm.HIER) {
+            LinkParameters in = p.intra();
+            if (in == null || p.nodes() < 2) {
+                return Double.POSITIVE_INFINITY;
+            }
+            int nodes = p.nodes();
+            int li = log2Ceil((n + nodes - 1) / nodes);
+            double local = 2 * li * (in.latencyUs() + in.transferUs(s)) + li * red;
+            double leaders = (n > 1 ? 2 * (nodes - 1) * alpha + m.transferUs(2.0 * (nodes - 1) / nodes * s)
+                + (nodes - 1.0) / nodes * red : 0);
+            return local + leaders;
         }
         double frac = (n - 1) / (double) n;
         return switch (c) {

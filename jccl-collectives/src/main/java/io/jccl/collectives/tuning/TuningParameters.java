@@ -14,9 +14,18 @@ import io.jccl.verbs.spi.Config;
  * @param reduceGBps reduction throughput (bytes of one operand per ns)
  * @param directStagingBytes bytes each rank can expose per direct round
  * @param chunkBytes ring/pipeline chunk size
+ * @param nodes number of hosts the ranks span
+ * @param intra the intra-host message path when ranks span several hosts and some host has several ranks (enables
+ *     the hierarchical all-reduce), else null
  */
 public record TuningParameters(LinkParameters message, LinkParameters direct, double reduceGBps,
-                               long directStagingBytes, long chunkBytes) {
+                               long directStagingBytes, long chunkBytes, int nodes, LinkParameters intra) {
+
+    /** Parameters for ranks on one host (no hierarchy). */
+    public TuningParameters(LinkParameters message, LinkParameters direct, double reduceGBps, long directStagingBytes,
+                            long chunkBytes) {
+        this(message, direct, reduceGBps, directStagingBytes, chunkBytes, 1, null);
+    }
 
     /** Default α-β for a transport name ({@code shm}, {@code tcp}, {@code loop}, {@code direct}). */
     public static LinkParameters defaults(String transport) {
