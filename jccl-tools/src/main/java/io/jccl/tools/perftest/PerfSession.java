@@ -53,6 +53,8 @@ final class PerfSession implements AutoCloseable {
     private final MemoryRegion[] local;
     private final MemoryRegion[] target;
     private final long bufferSize;
+    /** The TX depth in effect: the plan's, capped by the device's max_qp_wr. */
+    private final int txDepth;
 
     private final int[] remoteRkey;
     private final long[] remoteAddress;
@@ -91,10 +93,11 @@ final class PerfSession implements AutoCloseable {
         if (plan.maxSize() > portMax) {
             throw new PerfException("message size " + plan.maxSize() + " exceeds the port's max_msg_sz " + portMax);
         }
+        txDepth = Math.max(1, Math.min(plan.txDepth(), attributes.maxQueuePairWorkRequests()));
         pd = context.allocateProtectionDomain();
         int receiveDepth = test.verb() == PerfTest.Verb.SEND ? rxDepth : 1;
         int capacity = Math.min(attributes.maxCompletionQueueEntries(),
-            n * (plan.txDepth() + receiveDepth) + 64);
+            n * (txDepth + receiveDepth) + 64);
         cq = context.createCompletionQueue(capacity);
         qps = new QueuePair[n];
         local = new MemoryRegion[n];
@@ -115,7 +118,7 @@ final class PerfSession implements AutoCloseable {
             local[q] = pd.allocateMemory(bufferSize, all);
             target[q] = pd.allocateMemory(bufferSize, all);
             QueuePairInitAttributes init = QueuePairInitAttributes.of(cq)
-                .withDepths(Math.min(plan.txDepth(), attributes.maxQueuePairWorkRequests()),
+                .withDepths(txDepth,
                     Math.min(receiveDepth, attributes.maxQueuePairWorkRequests()))
                 .withMaxInlineData(Math.max(0, inline));
             qps[q] = pd.createQueuePair(init);
@@ -246,7 +249,7 @@ final class PerfSession implements AutoCloseable {
         int count = (int) bandwidthLoop(plan.iterations(), flags, true, 0);
         allocatedBytes += allocated() - before;
         return BandwidthResult.compute(size, postedNs, completedNs, count,
-            Math.min(plan.cqModeration(), plan.txDepth()), gbits);
+            Math.min(plan.cqModeration(), txDepth), gbits);
     }
 
     private long bandwidthLoop(long perQp, int flags, boolean record, long deadlineNs) throws IOException {
@@ -257,7 +260,7 @@ final class PerfSession implements AutoCloseable {
     private long bandwidthLoop(long perQp, int flags, boolean record, long deadlineNs, long[] spanOut)
         throws IOException {
         int n = qps.length;
-        int tx = plan.txDepth();
+        int tx = txDepth;
         int cqMod = Math.min(plan.cqModeration(), tx);
         for (int q = 0; q < n; q++) {
             posted[q] = 0;
