@@ -12,6 +12,8 @@ import java.util.List;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** Checks the kit's own plumbing (patterns and the peer protocol's encodings) without any provider. */
 class KitSelfTest {
@@ -30,6 +32,18 @@ class KitSelfTest {
             assertEquals(999, Patterns.firstMismatch(segment, 3, 1000, 7), "a mismatch in the unaligned tail");
             assertEquals(-1, Patterns.firstMismatch(segment, 3, 999, 7), "outside the compared range");
         }
+    }
+
+    @Test
+    void shouldFailFastAndLeaveNoProcessWhenThePeerCannotOpenItsDevice() {
+        long childrenBefore = ProcessHandle.current().children().count();
+        IllegalStateException e = assertThrows(IllegalStateException.class,
+            () -> RemotePeer.launch("no-such-device-for-the-kit", List.of()));
+        assertTrue(e.getMessage().contains("did not start"), e.getMessage());
+        assertTrue(e.getMessage().contains("no-such-device-for-the-kit"), "the child's reason is passed on: "
+            + e.getMessage());
+        assertEquals(childrenBefore, ProcessHandle.current().children().filter(ProcessHandle::isAlive).count(),
+            "the failed child is gone");
     }
 
     @Test

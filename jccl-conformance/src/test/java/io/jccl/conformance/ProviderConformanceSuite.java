@@ -32,6 +32,7 @@ import io.jccl.verbs.WorkCompletionStatus;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -85,6 +86,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * are pooled per test class and reset between tests; they are killed after the class. Waits use generous
  * deadlines ({@link #WAIT_NS}); nothing asserts how fast something happens.
  */
+@Timeout(value = 120, unit = TimeUnit.SECONDS) // a backstop: every wait inside has its own, shorter deadline
 public abstract class ProviderConformanceSuite {
     /** How long any single expected event may take before the test fails. */
     protected static final long WAIT_NS = TimeUnit.SECONDS.toNanos(10);

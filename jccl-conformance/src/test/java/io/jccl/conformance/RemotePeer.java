@@ -96,7 +96,10 @@ public final class RemotePeer implements PeerSide {
         try {
             String ready = peer.await(0, DEFAULT_TIMEOUT_NS);
             if (!ready.equals("0 OK ready")) {
-                throw peer.failure("peer JVM did not start: " + ready, null);
+                String[] t = ready.split(" ", -1);
+                String why = t.length >= 4 && t[1].equals("ERR")
+                    ? t[2] + ": " + new String(PeerProcess.unb64(t[3]), StandardCharsets.UTF_8) : ready;
+                throw peer.failure("peer JVM did not start: " + why, null);
             }
         } catch (RuntimeException e) {
             peer.kill();
