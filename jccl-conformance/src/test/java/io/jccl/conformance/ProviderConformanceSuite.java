@@ -1321,6 +1321,84 @@ public abstract class ProviderConformanceSuite {
         assertEquals(99, hostLong(peer.read(remote.id(), 64, 8)));
     }
 
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldAcceptPostsFromSeveralThreadsOnOneQueuePair(PeerMode mode) throws Exception {
+        LocalEnd local = openLocal();
+        int threads = 4;
+        int perThread = 100;
+        int depth = Math.min(threads * perThread, local.attributes().maxQueuePairWorkRequests());
+        assumeTrue(depth == threads * perThread, "device allows " + threads * perThread + " outstanding sends");
+        Link link = connect(local, peer(mode), spec(local).withDepths(depth, 4), ConnectionSpec.defaults(),
+            spec(local), ConnectionSpec.defaults());
+        PeerRegion target = link.peer().allocate(16L * threads * perThread, ALL_REMOTE);
+        MemoryRegion source = local.region(16L * threads * perThread);
+        for (int i = 0; i < threads * perThread; i++) {
+            put(source, 16L * i, Patterns.bytes(800 + i, 16));
+        }
+        // "Posting is thread-safe" (QueuePair): each thread reuses its own request object.
+        List<Future<?>> posters = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            int thread = t;
+            posters.add(BACKGROUND.submit(() -> {
+                SendWorkRequest request = new SendWorkRequest().opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED);
+                for (int k = 0; k < perThread; k++) {
+                    int i = thread * perThread + k;
+                    link.qp().postSend(request.wrId(i).local(source, 16L * i, 16)
+                        .remote(target.address() + 16L * i, target.rkey()));
+                }
+            }));
+        }
+        for (Future<?> poster : posters) {
+            join(poster);
+        }
+        List<Completion> done = awaitLocal(local, link.qp(), threads * perThread);
+        int[] lastOfThread = new int[threads];
+        Arrays.fill(lastOfThread, -1);
+        Set<Long> ids = new HashSet<>();
+        for (Completion c : done) {
+            assertCompletion(c, c.wrId(), WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RDMA_WRITE);
+            assertTrue(ids.add(c.wrId()), "wr_id " + c.wrId() + " completed twice");
+            int thread = (int) (c.wrId() / perThread);
+            assertTrue(c.wrId() > lastOfThread[thread], "one thread's requests complete in its posting order");
+            lastOfThread[thread] = (int) c.wrId();
+        }
+        byte[] landed = link.peer().read(target.id(), 0, 16 * threads * perThread);
+        for (int i = 0; i < threads * perThread; i++) {
+            assertArrayEquals(Patterns.bytes(800 + i, 16), Arrays.copyOfRange(landed, 16 * i, 16 * i + 16),
+                "WRITE " + i);
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldReconnectAQueuePairAfterResettingIt(PeerMode mode) {
+        LocalEnd local = openLocal();
+        PeerSide peer = peer(mode);
+        Link first = connect(local, peer);
+        QueuePair qp = first.qp();
+        qp.modify(new QueuePairAttributes().state(QueuePairState.ERROR));
+        qp.modify(new QueuePairAttributes().state(QueuePairState.RESET));
+        assertEquals(QueuePairState.RESET, qp.state());
+        // ERR -> RESET -> INIT -> RTR -> RTS towards a new peer QP: the same QP object carries traffic again.
+        PeerQueuePair fresh = peer.createQueuePair(spec(local));
+        Future<?> peerConnect = BACKGROUND.submit(() -> peer.connect(fresh.queuePairNumber(), qp.localEndpoint(),
+            ConnectionSpec.defaults()));
+        InProcessPeer.connect(qp, fresh.endpoint(), ConnectionSpec.defaults());
+        join(peerConnect);
+        Link second = new Link(qp, fresh, peer);
+        PeerRegion inbox = peer.allocate(4096, mask(AccessFlag.LOCAL_WRITE));
+        peer.postReceive(second.peerQpn(), 1, List.of(new PeerSge(inbox.id(), 0, 64)));
+        MemoryRegion source = local.region(4096);
+        put(source, 0, Patterns.bytes(90, 48));
+        qp.postSend(send(1, SendOpcode.SEND, SendFlag.SIGNALED, source, 0, 48));
+        assertCompletion(awaitLocal(local, qp), 1, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.SEND);
+        Completion received = awaitPeer(second);
+        assertCompletion(received, 1, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RECV);
+        assertEquals(qp.queuePairNumber(), received.sourceQueuePairNumber(), "src_qp of the reconnected QP");
+        assertArrayEquals(Patterns.bytes(90, 48), peer.read(inbox.id(), 0, 48));
+    }
+
     // =============================================================================================== sizes
 
     @ParameterizedTest
