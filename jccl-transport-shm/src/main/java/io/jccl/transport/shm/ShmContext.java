@@ -25,6 +25,12 @@ public final class ShmContext extends AbstractContext {
     public static final long MAX_MESSAGE_SIZE = 1L << 30;
     /** Largest region. */
     public static final long MAX_REGION_SIZE = 1L << 40;
+    /**
+     * What the device promises for every region: atomics are atomic among verbs atomics (IBV_ATOMIC_HCA). Regions
+     * from allocateMemory do better (VarHandle atomics on the shared mapping are atomic against CPU atomics too,
+     * GLOB); registered caller memory gets a locked cross-memory-attach read-modify-write.
+     */
+    public static final AtomicCapability ATOMIC_CAPABILITY = AtomicCapability.ATOMIC_HCA;
 
     private final Arena arena = Arena.ofShared();
     private final long fileId = ShmFiles.newFileId();
@@ -51,7 +57,7 @@ public final class ShmContext extends AbstractContext {
         doorbell = new Doorbell(file);
         attributes = new DeviceAttributes(device.name(), ShmProvider.NAME, "shared memory (JCCL shm)", "1.0",
             device.guid(), 0x4A43, 1, 1, MAX_REGION_SIZE, 4096, 4096, 16384, 16, 4096, 1 << 20,
-            ShmKeyTable.CAPACITY / 2, 4096, 16, 16, 1024, AtomicCapability.ATOMIC_GLOB,
+            ShmKeyTable.CAPACITY / 2, 4096, 16, 16, 1024, ATOMIC_CAPABILITY,
             List.of(new PortAttributes(1, PortState.ACTIVE, PathMtu.MTU_4096, PathMtu.MTU_4096, "Memory",
                 MAX_MESSAGE_SIZE, "boot_id:" + ShmFiles.bootId())));
     }

@@ -20,6 +20,7 @@ import java.lang.invoke.VarHandle;
  *                 | (64) doorbell sequence u32 | (96) doorbell sleepers u32 (see Doorbell)
  * entry  (128 B): seq u64 | rkey u32 | state u32 | access u32 | kind u32 | address u64 | length u64
  *                 | file id u64 | file offset u64 | protection-domain id u64 | (64) users u32
+ *                 | (68) atomic lock u32 (pid of the holder, 0 when free)
  * </pre>
  *
  * <p>{@code users} counts peers copying into or out of a private region by cross-memory attach right now. A file
@@ -63,6 +64,9 @@ public final class ShmKeyTable {
     private static final long FILE_OFFSET = 48;
     private static final long DOMAIN = 56;
     private static final long USERS = 64;
+    private static final long ATOMIC_LOCK = 68;
+    private static final long ATOMIC_LOCK_TIMEOUT_NS = 1_000_000_000L;
+    private static final long ATOMIC_LOCK_LIVENESS_NS = 1_000_000L;
     private static final long REVOKE_WAIT_NS = 1_000_000_000L;
     private static final int MAX_SEQLOCK_RETRIES = 1 << 16;
 
@@ -176,6 +180,7 @@ public final class ShmKeyTable {
         table.set(ValueLayout.JAVA_LONG, b + FILE_OFFSET, fileOffset);
         table.set(ValueLayout.JAVA_LONG, b + DOMAIN, domainId);
         table.set(ValueLayout.JAVA_INT, b + RKEY, rkey);
+        INT.setVolatile(table, b + ATOMIC_LOCK, 0);
         INT.setRelease(table, b + STATE, VALID);
         LONG.setRelease(table, b + SEQ, seq + 2);
         return slot;
@@ -215,6 +220,46 @@ public final class ShmKeyTable {
         }
         INT.getAndAdd(table, users, -1);
         return false;
+    }
+
+    /**
+     * Takes the region's atomic lock (peer side, after {@link #enter}): verbs atomics on private memory are a
+     * cross-memory-attach read and write under this lock, so they are atomic against every other verbs atomic on
+     * the region from any process (IBV_ATOMIC_HCA), though not against the owner's own CPU atomics. The lock holds
+     * the holder's pid; a waiter takes over a lock whose holder died. Gives up after a second.
+     *
+     * @return false when the lock could not be had (the caller fails the request)
+     */
+    public boolean lockAtomic(int slot, int selfPid) {
+        long lock = base(slot) + ATOMIC_LOCK;
+        long start = System.nanoTime();
+        long lastLivenessCheck = start;
+        while (true) {
+            int holder = (int) INT.getVolatile(table, lock);
+            if (holder == 0) {
+                if (INT.compareAndSet(table, lock, 0, selfPid)) {
+                    return true;
+                }
+                continue;
+            }
+            long now = System.nanoTime();
+            if (now - lastLivenessCheck >= ATOMIC_LOCK_LIVENESS_NS) {
+                lastLivenessCheck = now;
+                if (holder != selfPid && !ShmFiles.isAlive(holder)
+                    && INT.compareAndSet(table, lock, holder, selfPid)) {
+                    return true; // the holder died between its read and write: take over
+                }
+                if (now - start >= ATOMIC_LOCK_TIMEOUT_NS) {
+                    return false;
+                }
+            }
+            Thread.onSpinWait();
+        }
+    }
+
+    /** Releases the lock taken with {@link #lockAtomic}. */
+    public void unlockAtomic(int slot) {
+        INT.setRelease(table, base(slot) + ATOMIC_LOCK, 0);
     }
 
     /** Leaves a copy entered with {@link #enter}. */

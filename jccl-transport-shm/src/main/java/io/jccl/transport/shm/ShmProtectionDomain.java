@@ -54,17 +54,15 @@ public final class ShmProtectionDomain extends AbstractProtectionDomain {
 
     @Override
     protected SoftMemoryRegion wrap(MemorySegment segment, int access) {
-        if (AccessFlag.REMOTE_ATOMIC.isSetIn(access)) {
-            throw new VerbsException(VerbsException.Reason.UNSUPPORTED, "shm: REMOTE_ATOMIC needs memory that "
-                + "peers can map, and memory passed to registerMemory is private to this process (peers reach it "
-                + "only by copying through process_vm_writev, which cannot be atomic). Allocate atomic targets "
-                + "with ProtectionDomain.allocateMemory(length, ...REMOTE_ATOMIC) instead.");
-        }
-        if ((access & (AccessFlag.REMOTE_READ.bit() | AccessFlag.REMOTE_WRITE.bit())) != 0
-            && CrossMemoryAttach.unavailable() != null) {
+        if ((access & (AccessFlag.REMOTE_READ.bit() | AccessFlag.REMOTE_WRITE.bit() | AccessFlag.REMOTE_ATOMIC.bit()))
+            != 0 && CrossMemoryAttach.unavailable() != null) {
             throw new VerbsException(VerbsException.Reason.UNSUPPORTED, "shm: remote access to registered "
                 + "(non-file) memory needs process_vm_readv/writev, which is not available here ("
                 + CrossMemoryAttach.unavailable() + "); use ProtectionDomain.allocateMemory instead");
+        }
+        if ((access & AccessFlag.REMOTE_ATOMIC.bit()) != 0 && (segment.address() & 7) != 0) {
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, "shm: REMOTE_ATOMIC memory must be "
+                + "8-byte aligned (segment at 0x" + Long.toHexString(segment.address()) + ")");
         }
         ShmMemoryRegion region = new ShmMemoryRegion(this, context, segment, SecureIds.key(), SecureIds.key(),
             access, ShmKeyTable.KIND_PRIVATE, 0, 0, null, null);

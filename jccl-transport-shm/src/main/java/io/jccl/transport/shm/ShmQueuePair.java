@@ -74,6 +74,8 @@ public final class ShmQueuePair extends AbstractQueuePair {
     private long lastSweepNs;
     private long lastFastLivenessCheckNs;
     private final ProcessProbe processProbe;
+    /** Native scratch for the original value of an atomic on private memory (read by cross-memory attach). */
+    private final MemorySegment atomicScratch;
     /** Resolved target of the current one-sided request: the peer's mapping (file kind) or null (private). */
     private MemorySegment targetMapping;
     private long targetOffset;
@@ -90,6 +92,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
         this.entrySize = QueuePairFile.entrySize(init.maxReceiveSge());
         this.cma = new CrossMemoryAttach(arena);
         this.processProbe = new ProcessProbe(arena);
+        this.atomicScratch = arena.allocate(8, 8);
         this.fileName = ShmFiles.name(ShmFiles.newFileId(), ShmFiles.QUEUE_PAIR);
         this.path = ShmFiles.DIRECTORY.resolve(fileName);
         MemorySegment mapped;
@@ -528,14 +531,47 @@ public final class ShmQueuePair extends AbstractQueuePair {
         if (!peerAccepts(AccessFlag.REMOTE_ATOMIC)) {
             return remoteError(WorkCompletionStatus.REM_INV_REQ_ERR);
         }
-        if (!resolveRemote(slot.rkey, slot.remoteAddress, 8, AccessFlag.REMOTE_ATOMIC) || targetMapping == null
-            || (targetOffset & 7) != 0) {
+        if (!resolveRemote(slot.rkey, slot.remoteAddress, 8, AccessFlag.REMOTE_ATOMIC) || (targetOffset & 7) != 0) {
             counters.increment(Counter.REMOTE_ACCESS_ERRORS);
             return remoteError(WorkCompletionStatus.REM_ACCESS_ERR);
         }
-        long original = slot.opcode == SendOpcode.ATOMIC_CMP_AND_SWP
-            ? (long) LONG.compareAndExchange(targetMapping, targetOffset, slot.compareAdd, slot.swap)
-            : (long) LONG.getAndAdd(targetMapping, targetOffset, slot.compareAdd);
+        long original;
+        if (targetMapping != null) {
+            original = slot.opcode == SendOpcode.ATOMIC_CMP_AND_SWP
+                ? (long) LONG.compareAndExchange(targetMapping, targetOffset, slot.compareAdd, slot.swap)
+                : (long) LONG.getAndAdd(targetMapping, targetOffset, slot.compareAdd);
+        } else {
+            // Private memory: read-modify-write by cross-memory attach under the region's atomic lock.
+            ShmKeyTable keys = peer.keys;
+            if (!keys.enter(targetSlot, targetRkey, scratchEntry)) {
+                return cmaFailure(CrossMemoryAttach.EFAULT);
+            }
+            int errno;
+            boolean locked = keys.lockAtomic(targetSlot, (int) ShmFiles.selfPid());
+            if (locked) {
+                errno = cma.read(peer.pid, atomicScratch.address(), targetOffset, 8);
+                original = atomicScratch.get(ValueLayout.JAVA_LONG, 0);
+                if (errno == 0) {
+                    boolean store = slot.opcode != SendOpcode.ATOMIC_CMP_AND_SWP || original == slot.compareAdd;
+                    if (store) {
+                        atomicScratch.set(ValueLayout.JAVA_LONG, 0, slot.opcode == SendOpcode.ATOMIC_CMP_AND_SWP
+                            ? slot.swap : original + slot.compareAdd);
+                        errno = cma.write(peer.pid, atomicScratch.address(), targetOffset, 8);
+                    }
+                }
+                keys.unlockAtomic(targetSlot);
+            } else {
+                errno = 0;
+                original = 0;
+            }
+            keys.exit(targetSlot);
+            if (!locked) {
+                return remoteError(WorkCompletionStatus.REM_OP_ERR); // lock held for over a second by a live peer
+            }
+            if (errno != 0) {
+                return cmaFailure(errno);
+            }
+        }
         SoftMemoryRegion local = localRegion(slot.sgeAddress[0], 8, slot.sgeLkey[0], true);
         local.segment().set(ValueLayout.JAVA_LONG_UNALIGNED, slot.sgeAddress[0] - local.address(), original);
         return finish(slot, 8);

@@ -58,6 +58,34 @@ class ShmConcurrencyTest {
         }
     }
 
+    @Test
+    void shouldKeepAtomicsOnRegisteredMemoryExactAcrossRequesters() throws Exception {
+        int perThread = 3_000;
+        ShmTestSupport.Side target = new ShmTestSupport.Side();
+        ShmTestSupport.Side requester1 = new ShmTestSupport.Side();
+        ShmTestSupport.Side requester2 = new ShmTestSupport.Side();
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofShared()) {
+            ShmTestSupport.connect(requester1, target);
+            QueuePair targetQp2 = target.pd.createQueuePair(QueuePairInitAttributes.of(target.cq));
+            ShmTestSupport.connect(targetQp2, requester2.qp.localEndpoint(), 7, AccessFlag.REMOTE_ATOMIC);
+            ShmTestSupport.connect(requester2.qp, targetQp2.localEndpoint(), 7);
+            // Caller-owned memory: each verbs atomic is a locked read-modify-write by cross-memory attach.
+            MemoryRegion word = target.pd.registerMemory(arena.allocate(64, 64), ALL_REMOTE);
+            List<CompletableFuture<Void>> workers = List.of(
+                CompletableFuture.runAsync(() -> fetchAndAdd(requester1, word, perThread)),
+                CompletableFuture.runAsync(() -> fetchAndAdd(requester2, word, perThread)));
+            for (CompletableFuture<Void> worker : workers) {
+                worker.get(60, TimeUnit.SECONDS);
+            }
+            assertEquals(2L * perThread, word.segment().get(ValueLayout.JAVA_LONG, 8));
+            word.close();
+        } finally {
+            requester1.close();
+            requester2.close();
+            target.close();
+        }
+    }
+
     private static void fetchAndAdd(ShmTestSupport.Side side, MemoryRegion word, int n) {
         QueuePair qp = side.qp;
         MemoryRegion result = side.pd.allocateMemory(64, AccessFlag.LOCAL_WRITE);

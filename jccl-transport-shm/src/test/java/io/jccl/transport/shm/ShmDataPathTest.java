@@ -174,11 +174,28 @@ class ShmDataPathTest {
     }
 
     @Test
-    void shouldRefuseRemoteAtomicOnRegisteredMemory() {
-        try (Arena arena = Arena.ofConfined()) {
-            VerbsException e = assertThrows(VerbsException.class, () -> b.pd.registerMemory(arena.allocate(64, 8),
-                AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_ATOMIC));
-            assertTrue(e.getMessage().contains("allocateMemory"), e.getMessage());
+    void shouldRunAtomicsOnRegisteredMemoryUnderTheRegionLock() {
+        MemoryRegion result = a.pd.allocateMemory(64, AccessFlag.LOCAL_WRITE);
+        try (Arena arena = Arena.ofShared()) {
+            MemoryRegion target = b.pd.registerMemory(arena.allocate(64, 8), ALL_REMOTE);
+            target.segment().set(ValueLayout.JAVA_LONG, 8, 100);
+            a.qp.postSend(send.wrId(1).opcode(SendOpcode.ATOMIC_FETCH_AND_ADD).flags(SendFlag.SIGNALED).local(result, 0, 8)
+                .remote(target.address() + 8, target.rkey()).atomic(5, 0));
+            assertSuccess(a.next());
+            assertEquals(100, result.segment().get(ValueLayout.JAVA_LONG, 0));
+            a.qp.postSend(send.wrId(2).opcode(SendOpcode.ATOMIC_CMP_AND_SWP).flags(SendFlag.SIGNALED).local(result, 8, 8)
+                .remote(target.address() + 8, target.rkey()).atomic(105, 7));
+            assertSuccess(a.next());
+            assertEquals(105, result.segment().get(ValueLayout.JAVA_LONG, 8));
+            a.qp.postSend(send.wrId(3).opcode(SendOpcode.ATOMIC_CMP_AND_SWP).flags(SendFlag.SIGNALED).local(result, 16, 8)
+                .remote(target.address() + 8, target.rkey()).atomic(105, 9));
+            assertSuccess(a.next());
+            assertEquals(7, result.segment().get(ValueLayout.JAVA_LONG, 16));
+            assertEquals(7, target.segment().get(ValueLayout.JAVA_LONG, 8), "failed compare stores nothing");
+            VerbsException e = assertThrows(VerbsException.class,
+                () -> b.pd.registerMemory(arena.allocate(64, 8).asSlice(4, 16), ALL_REMOTE));
+            assertEquals(VerbsException.Reason.INVALID_ARGUMENT, e.reason(), "atomic targets must be aligned");
+            target.close();
         }
     }
 
