@@ -97,7 +97,8 @@ def main():
     table = B.md_table(header, [r for _, r in rows])
     info = "\n".join(B.machine_lines() + B.version_lines(torch=False, mpi=False, ucx=False)[:1])
     text = (f"JMH: forks {a.forks}, warm-up {a.wi} x 1 s, measurement {a.i} x 1 s, 1 thread; C ceilings 1 thread, "
-            f"{a.c_trials} trials, run before and after JMH (median).\n\n{table}")
+            f"{a.c_trials} trials, run before and after JMH (median). Other tenants' CPU share during the JMH run: "
+            f"{r.foreign:.0f} %. ± = JMH's 99.9 % error of the mean (3 iterations: wide).\n\n{table}")
     print(text)
     with open(os.path.join(res_dir, "kernels.md"), "w") as f:
         f.write("```\n" + info + "\n```\n\n" + text)
