@@ -501,10 +501,55 @@ public final class Communicator implements AutoCloseable {
         }
         MemoryRegion r = d.pd.allocateMemory(bytes, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_READ,
             AccessFlag.REMOTE_WRITE);
+        int id;
         synchronized (allocated) {
             allocated.add(r);
+            id = allocated.size() - 1;
+        }
+        if (transport.direct) {
+            // Peers map it on first use, so direct all-reduces read it where it is (no staging copy).
+            store.setString("mr/" + rank + "/" + id, Long.toHexString(r.address()) + " "
+                + Integer.toHexString(r.rkey()) + " " + r.length(), options.timeoutNs());
         }
         return r.segment();
+    }
+
+    /** Offset of the segment last passed to {@link #allocationId} within its allocation. */
+    long lastAllocationOffset;
+
+    /** The id of the {@link #allocate} region holding {@code seg} (peers can map it), or -1. */
+    int allocationId(MemorySegment seg) {
+        if (!seg.isNative() || seg.byteSize() == 0) {
+            return -1;
+        }
+        long a = seg.address();
+        synchronized (allocated) {
+            for (int i = 0; i < allocated.size(); i++) {
+                MemoryRegion r = allocated.get(i);
+                if (r.isValid() && a >= r.address() && a + seg.byteSize() <= r.address() + r.length()) {
+                    lastAllocationOffset = a - r.address();
+                    return i;
+                }
+            }
+        }
+        return -1;
+    }
+
+    /** Peer {@code p}'s allocation {@code id}, mapped read-only (once; looked up in the store). */
+    MemorySegment mappedAllocation(Peer p, int id, long deadlineNs) {
+        MemorySegment m = p.allocations.get(id);
+        if (m == null) {
+            String[] f = store.getString("mr/" + p.rank + "/" + id, Math.max(1, deadlineNs - System.nanoTime()))
+                .split(" ");
+            try {
+                m = p.qp.mapRemote(Long.parseUnsignedLong(f[0], 16), Long.parseLong(f[2]),
+                    Integer.parseUnsignedInt(f[1], 16), false);
+            } catch (RuntimeException e) {
+                throw transport.peerFailed(p, "cannot map rank " + p.rank + "'s buffer: " + e.getMessage());
+            }
+            p.allocations.put(id, m);
+        }
+        return m;
     }
 
     MemoryRegion regionFor(Transport.DeviceResources d, MemorySegment seg) {

@@ -631,9 +631,15 @@ final class Engine {
     /** Up to this size a direct all-reduce has every rank reduce the whole vector itself: one barrier, not two. */
     static final long DIRECT_SMALL_BYTES = 32 * 1024;
 
+    /** Allocation id of the current direct all-reduce's input (zero copy), or -1; and its offset in it. */
+    int zeroCopyId = -1;
+    long zeroCopyOffset;
+
     /** Direct all-reduce from {@code in} into {@code out} (any segments), in rounds of the staging size. */
     void directAllReduce(Signature sig, MemorySegment in, MemorySegment out, long count, DataType type, ReduceOp op) {
         int es = type.sizeBytes();
+        zeroCopyId = comm.allocationId(in);
+        zeroCopyOffset = comm.lastAllocationOffset;
         if (count * es <= Math.min(DIRECT_SMALL_BYTES, t.directStagingBytes)) {
             long half = halfOffset();
             MemorySegment.copy(in, 0, t.staging.segment(), half, count * es);
@@ -654,14 +660,37 @@ final class Engine {
             long n = Math.min(perRound, count - base);
             long half = halfOffset();
             MemorySegment mine = t.staging.segment();
-            MemorySegment.copy(in, base * es, mine, half, n * es);
+            // Zero copy: an input in Communicator.allocate() memory is read by the peers where it is (they map it
+            // once); anything else is copied into the staging half first. The descriptor says which.
+            MemorySegment ctrl = t.control.segment();
+            long desc = Transport.CTRL_DESC + ((directEpoch + 1) & 1) * 32;
+            if (zeroCopyId >= 0) {
+                ctrl.set(ValueLayout.JAVA_LONG, desc, 1);
+                ctrl.set(ValueLayout.JAVA_LONG, desc + 8, zeroCopyId);
+                ctrl.set(ValueLayout.JAVA_LONG, desc + 16, zeroCopyOffset + base * es);
+            } else {
+                ctrl.set(ValueLayout.JAVA_LONG, desc, 0);
+                MemorySegment.copy(in, base * es, mine, half, n * es);
+            }
             directBarrier(sig, first);
             first = false;
             long lo = blockStart(n, size, rank);
             long cnt = blockCount(n, size, rank);
             for (int j = 0; j < size; j++) {
-                sources[j] = stagingOf(j);
-                sourceOffsets[j] = half + lo * es;
+                if (j == rank) {
+                    sources[j] = zeroCopyId >= 0 ? in : mine;
+                    sourceOffsets[j] = zeroCopyId >= 0 ? (base + lo) * es : half + lo * es;
+                    continue;
+                }
+                Peer p = t.peers[j];
+                if (p.control.get(ValueLayout.JAVA_LONG, desc) == 1) {
+                    sources[j] = comm.mappedAllocation(p, (int) p.control.get(ValueLayout.JAVA_LONG, desc + 8),
+                        deadlineNs);
+                    sourceOffsets[j] = p.control.get(ValueLayout.JAVA_LONG, desc + 16) + lo * es;
+                } else {
+                    sources[j] = stagingOf(j);
+                    sourceOffsets[j] = half + lo * es;
+                }
             }
             if (cnt > 0) {
                 kernels.reduce(type, op, sources, sourceOffsets, size, mine, half + lo * es, cnt, size);

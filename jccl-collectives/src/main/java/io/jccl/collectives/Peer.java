@@ -34,6 +34,9 @@ final class Peer {
     MemorySegment control;
     MemorySegment staging;
 
+    /** The peer's Communicator.allocate() regions mapped here (direct zero copy), by allocation id. */
+    final java.util.Map<Integer, MemorySegment> allocations = new java.util.HashMap<>();
+
     volatile String failure;
     /** Set when the QP reported an error on a receive (peer gone); fatal only if this peer is still needed. */
     volatile String broken;

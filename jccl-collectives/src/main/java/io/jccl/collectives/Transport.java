@@ -47,6 +47,8 @@ final class Transport implements AutoCloseable {
     static final long CTRL_STATUS = 8;
     /** Control block: two signature slots (by barrier epoch parity). */
     static final long CTRL_SIG = 64;
+    /** Control block: two input descriptors (by barrier epoch parity): mode (0 staged, 1 allocation), id, offset. */
+    static final long CTRL_DESC = 256;
 
     /** Resources of one device. */
     static final class DeviceResources {

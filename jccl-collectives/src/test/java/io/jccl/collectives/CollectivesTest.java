@@ -288,6 +288,29 @@ class CollectivesTest {
         }
     }
 
+    /** Direct all-reduce reading Communicator.allocate() inputs in place (zero copy), over several staging rounds. */
+    @Test
+    void directZeroCopyFromAllocatedMemory() {
+        Ranks.run(3, Ranks.loop().withAlgorithms("allreduce:direct").withDirectBytes(8192), c -> {
+            for (long count : new long[] {9000, 70001}) {
+                for (DataType type : new DataType[] {DataType.FLOAT32, DataType.BFLOAT16, DataType.INT64}) {
+                    for (ReduceOp op : new ReduceOp[] {ReduceOp.SUM, ReduceOp.AVG, ReduceOp.MAX}) {
+                        int es = type.sizeBytes();
+                        MemorySegment in = c.allocate(count * es + 64).asSlice(64); // offset inside the allocation
+                        MemorySegment out = c.allocate(count * es);
+                        fill(in, 0, count, 21, c.rank(), op, type);
+                        c.allReduce(in, out, count, type, op);
+                        check("zero-copy out-of-place " + type + " " + op, out, 0, count, type,
+                            i -> expected(21, 3, i, op, type));
+                        c.allReduce(in, in, count, type, op);
+                        check("zero-copy in-place " + type + " " + op, in, 0, count, type,
+                            i -> expected(21, 3, i, op, type));
+                    }
+                }
+            }
+        });
+    }
+
     /** A few MiB through every all-reduce algorithm (multi-chunk, multi-round staging). */
     @Test
     void fewMebibytes() {
