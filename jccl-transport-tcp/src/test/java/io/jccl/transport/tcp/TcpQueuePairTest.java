@@ -419,4 +419,66 @@ class TcpQueuePairTest {
             pollSuccess(a.cq());
         }
     }
+
+    @Test
+    void shouldScatterLargeSendsAcrossRegionsAndDiscardRnrPayloadsUntilTheRetry() {
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        int part = 1 << 20;
+        MemoryRegion[] src = {a.pd().allocateMemory(part, ALL), a.pd().allocateMemory(part, ALL),
+            a.pd().allocateMemory(part, ALL)};
+        MemoryRegion[] dst = {b.pd().allocateMemory(2L * part, ALL), b.pd().allocateMemory(part / 2, ALL),
+            b.pd().allocateMemory(2L * part, ALL)};
+        ThreadLocalRandom random = ThreadLocalRandom.current();
+        for (MemoryRegion r : src) {
+            for (long i = 0; i < part; i += 8) {
+                r.segment().set(ValueLayout.JAVA_LONG, i, random.nextLong());
+            }
+        }
+        SendWorkRequest send = new SendWorkRequest().wrId(1).opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED);
+        for (int i = 0; i < 3; i++) {
+            send.sge(i).set(src[i], 0, part);
+        }
+        send.setSgeCount(3);
+        // No receive yet: the 3 MiB payload is NAKed (RNR) and discarded, maybe several times.
+        a.qp().postSend(send);
+        TcpTestSupport.awaitTrue("RNR NAKs", () -> ca.counters().get(Counter.RCVD_RNR_ERR) >= 2);
+        ReceiveWorkRequest recv = new ReceiveWorkRequest();
+        recv.wrId(2);
+        recv.sge(0).set(dst[0], 100, part + 10);
+        recv.sge(1).set(dst[1], 0, part / 2);
+        recv.sge(2).set(dst[2], 0, 2 * part);
+        recv.setSgeCount(3);
+        b.qp().postReceive(recv);
+        pollSuccess(a.cq());
+        WorkCompletion wc = pollSuccess(b.cq());
+        assertEquals(3 * part, wc.byteLength());
+        // Reassemble what arrived and compare with what was sent.
+        try (var arena = java.lang.foreign.Arena.ofConfined()) {
+            var sent = arena.allocate(3L * part);
+            var got = arena.allocate(3L * part);
+            for (int i = 0; i < 3; i++) {
+                java.lang.foreign.MemorySegment.copy(src[i].segment(), 0, sent, (long) i * part, part);
+            }
+            java.lang.foreign.MemorySegment.copy(dst[0].segment(), 100, got, 0, part + 10);
+            java.lang.foreign.MemorySegment.copy(dst[1].segment(), 0, got, part + 10, part / 2);
+            java.lang.foreign.MemorySegment.copy(dst[2].segment(), 0, got, part + 10 + part / 2,
+                3L * part - (part + 10 + part / 2));
+            assertEquals(-1, sent.mismatch(got));
+        }
+        // A READ scattered over two local regions.
+        SendWorkRequest read = new SendWorkRequest().wrId(3).opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
+            .remote(dst[2].address(), dst[2].rkey());
+        MemoryRegion r1 = a.pd().allocateMemory(part, ALL);
+        MemoryRegion r2 = a.pd().allocateMemory(part, ALL);
+        read.sge(0).set(r1, 0, part / 4);
+        read.sge(1).set(r2, 0, part - part / 4);
+        read.setSgeCount(2);
+        a.qp().postSend(read);
+        assertEquals(part, pollSuccess(a.cq()).byteLength());
+        assertEquals(-1, r1.segment().asSlice(0, part / 4).mismatch(dst[2].segment().asSlice(0, part / 4)));
+        assertEquals(-1, r2.segment().asSlice(0, part - part / 4).mismatch(dst[2].segment().asSlice(part / 4,
+            part - part / 4)));
+    }
 }
