@@ -69,6 +69,11 @@ public final class InProcessPeer implements PeerSide {
     }
 
     @Override
+    public Map<io.jccl.verbs.Counter, Long> counters() {
+        return context.counters();
+    }
+
+    @Override
     public PeerQueuePair createQueuePair(QueuePairSpec spec) {
         QueuePair qp = domain.createQueuePair(new QueuePairInitAttributes(queue, queue, spec.maxSend(),
             spec.maxReceive(), spec.maxSendSge(), spec.maxReceiveSge(), spec.maxInline(), spec.signalAll()));

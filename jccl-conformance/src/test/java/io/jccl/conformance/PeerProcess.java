@@ -84,6 +84,11 @@ public final class PeerProcess {
 
     private static String execute(InProcessPeer peer, String[] t) {
         switch (t[1]) {
+            case "counters" -> {
+                String all = peer.counters().entrySet().stream().map(e -> e.getKey().name() + "=" + e.getValue())
+                    .collect(Collectors.joining(","));
+                return all.isEmpty() ? "-" : all;
+            }
             case "pid" -> {
                 return Long.toString(peer.processId());
             }

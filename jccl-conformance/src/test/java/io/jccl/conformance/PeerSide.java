@@ -24,6 +24,9 @@ public interface PeerSide extends AutoCloseable {
     /** The operating-system process the peer's verbs objects live in. */
     long processId();
 
+    /** A snapshot of the peer context's counters ({@link io.jccl.verbs.Context#counters()}). */
+    java.util.Map<io.jccl.verbs.Counter, Long> counters();
+
     /** Creates a reliable-connected queue pair in RESET with the given creation attributes. */
     PeerQueuePair createQueuePair(QueuePairSpec spec);
 

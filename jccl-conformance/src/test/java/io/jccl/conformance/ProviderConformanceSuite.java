@@ -10,6 +10,7 @@ import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.AtomicCapability;
 import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.Context;
+import io.jccl.verbs.Counter;
 import io.jccl.verbs.Device;
 import io.jccl.verbs.DeviceAttributes;
 import io.jccl.verbs.MemoryRegion;
@@ -2039,6 +2040,51 @@ public abstract class ProviderConformanceSuite {
         assertEquals(2, done.get(0).wrId());
         assertCompletion(done.get(1), 3, WorkCompletionStatus.WR_FLUSH_ERR, null);
         awaitState("QP connected to a peer that went away", QueuePairState.ERROR, link.qp()::state);
+    }
+
+    // =============================================================================================== counters
+
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldCountTrafficAndErrorsOnTheRightSide(PeerMode mode) {
+        LocalEnd local = openLocal();
+        PeerSide peer = peer(mode);
+        Map<Counter, Long> localBefore = local.context().counters();
+        Map<Counter, Long> peerBefore = peer.counters();
+        Link link = connect(local, peer);
+        PeerRegion inbox = peer.allocate(4096, ALL_REMOTE);
+        MemoryRegion source = local.region(4096);
+        peer.postReceive(link.peerQpn(), 1, List.of(new PeerSge(inbox.id(), 0, 4096)));
+        link.qp().postSend(send(1, SendOpcode.SEND, SendFlag.SIGNALED, source, 0, 1000));
+        assertCompletion(awaitLocal(local, link.qp()), 1, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.SEND);
+        awaitPeer(link);
+        assertCounted(local.context().counters(), localBefore, Counter.PORT_XMIT_DATA, 1000, "sender");
+        assertCounted(local.context().counters(), localBefore, Counter.RDMA_SENDS, 1, "sender");
+        assertCounted(peer.counters(), peerBefore, Counter.PORT_RCV_DATA, 1000, "receiver");
+        assertCounted(peer.counters(), peerBefore, Counter.RDMA_RECVS, 1, "receiver");
+
+        Link rnr = connect(local, peer, spec(local), ConnectionSpec.defaults().withRnr(1, 1), spec(local),
+            ConnectionSpec.defaults());
+        rnr.qp().postSend(send(2, SendOpcode.SEND, SendFlag.SIGNALED, source, 0, 8));
+        assertCompletion(awaitLocal(local, rnr.qp()), 2, WorkCompletionStatus.RNR_RETRY_EXC_ERR, null);
+        assertCounted(local.context().counters(), localBefore, Counter.RCVD_RNR_ERR, 1, "requester that got RNR");
+        assertCounted(local.context().counters(), localBefore, Counter.RNR_NAK_RETRY_ERR, 1,
+            "requester out of RNR retries");
+
+        Link denied = connect(local, peer);
+        denied.qp().postSend(send(3, SendOpcode.RDMA_WRITE, SendFlag.SIGNALED, source, 0, 8)
+            .remote(inbox.address(), inbox.rkey() ^ 0x5A5A5A5A));
+        assertCompletion(awaitLocal(local, denied.qp()), 3, WorkCompletionStatus.REM_ACCESS_ERR, null);
+        assertCounted(local.context().counters(), localBefore, Counter.REQ_REMOTE_ACCESS_ERRORS, 1, "requester");
+        // Counter.REMOTE_ACCESS_ERRORS: "remote access errors detected as responder" - the peer's context counts it.
+        assertCounted(peer.counters(), peerBefore, Counter.REMOTE_ACCESS_ERRORS, 1, "responder");
+    }
+
+    private static void assertCounted(Map<Counter, Long> after, Map<Counter, Long> before, Counter counter,
+                                      long atLeast, String side) {
+        long delta = after.getOrDefault(counter, 0L) - before.getOrDefault(counter, 0L);
+        assertTrue(delta >= atLeast, counter.linuxName() + " of the " + side + " grew by " + delta
+            + ", expected at least " + atLeast);
     }
 
     // =============================================================================================== direct access

@@ -239,6 +239,19 @@ public final class RemotePeer implements PeerSide {
         return Long.parseLong(call(DEFAULT_TIMEOUT_NS, "pid")[0]);
     }
 
+    @Override
+    public java.util.Map<io.jccl.verbs.Counter, Long> counters() {
+        String token = call(DEFAULT_TIMEOUT_NS, "counters")[0];
+        java.util.Map<io.jccl.verbs.Counter, Long> out = new java.util.EnumMap<>(io.jccl.verbs.Counter.class);
+        if (!token.equals("-")) {
+            for (String entry : token.split(",")) {
+                String[] kv = entry.split("=");
+                out.put(io.jccl.verbs.Counter.valueOf(kv[0]), Long.parseLong(kv[1]));
+            }
+        }
+        return out;
+    }
+
     /** Kills the child process at once, as a crash would (for tests of a peer that dies). */
     public void killProcess() {
         broken = true;
