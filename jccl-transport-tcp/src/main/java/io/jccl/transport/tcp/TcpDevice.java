@@ -3,7 +3,8 @@ package io.jccl.transport.tcp;
 import io.jccl.verbs.Context;
 import io.jccl.verbs.Device;
 
-import java.net.InetAddress;
+import java.nio.file.Files;
+import java.nio.file.Path;
 
 /**
  * The {@code tcp0} device. Opening it selects an interface ({@code JCCL_SOCKET_IFNAME}, {@code JCCL_TCP_ADDRESS}),
@@ -18,9 +19,10 @@ public final class TcpDevice implements Device {
     TcpDevice() {
         long g;
         try {
-            g = InetAddress.getLocalHost().getHostName().hashCode();
+            // Not InetAddress.getLocalHost(): listing devices must never wait for a DNS lookup.
+            g = Files.readString(Path.of("/proc/sys/kernel/hostname")).trim().hashCode();
         } catch (Exception e) {
-            g = 0x7463703000000000L;
+            g = 0x74637030;
         }
         // A stable, host-specific GUID in the locally administered range (no vendor OUI).
         guid = 0x0200_0000_0000_0000L | ((g & 0xFFFF_FFFFL) << 16) | 0x7430;
