@@ -2,6 +2,7 @@ package io.jccl.transport.shm;
 
 import io.jccl.verbs.AtomicCapability;
 import io.jccl.verbs.CompletionQueue;
+import io.jccl.verbs.Counter;
 import io.jccl.verbs.VerbsException;
 import io.jccl.verbs.DeviceAttributes;
 import io.jccl.verbs.PathMtu;
@@ -15,6 +16,7 @@ import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 
 /**
  * An open shm device. Owns the context control file {@code jccl-<pid>-<random>-ctx}, which holds the shared rkey
@@ -82,6 +84,19 @@ public final class ShmContext extends AbstractContext {
         ShmCompletionQueue queue = new ShmCompletionQueue(this, capacity, doorbell);
         completionQueues.add(queue);
         return queue;
+    }
+
+    /**
+     * The counters, including those that peers add to this context's file for events this context saw as a
+     * responder without its CPU taking part (remote access errors, RNR NAKs).
+     */
+    @Override
+    public Map<Counter, Long> counters() {
+        Map<Counter, Long> snapshot = super.counters();
+        snapshot.merge(Counter.REMOTE_ACCESS_ERRORS,
+            keyTable.ownerCounter(ShmKeyTable.COUNTER_REMOTE_ACCESS_ERRORS), Long::sum);
+        snapshot.merge(Counter.SEND_RNR_ERR, keyTable.ownerCounter(ShmKeyTable.COUNTER_SEND_RNR), Long::sum);
+        return snapshot;
     }
 
     @Override

@@ -17,6 +17,8 @@ import java.lang.invoke.VarHandle;
  *
  * <pre>
  * header (128 B): magic u64 | version u32 | capacity u32 | owner pid u64 | owner start time u64
+ *                 | (32) remote_access_errors u64 | (40) send_rnr_err u64 (responder-side counters that
+ *                 requesters increment, since the responder's CPU takes no part in the request)
  *                 | (64) doorbell sequence u32 | (96) doorbell sleepers u32 (see Doorbell)
  * entry  (128 B): seq u64 | rkey u32 | state u32 | access u32 | kind u32 | address u64 | length u64
  *                 | file id u64 | file offset u64 | protection-domain id u64 | (64) users u32
@@ -133,6 +135,21 @@ public final class ShmKeyTable {
     /** The owner's start time (clock ticks since boot; 0 when unknown): tells a reused pid from the owner. */
     public long ownerStartTime() {
         return table.get(ValueLayout.JAVA_LONG, 24);
+    }
+
+    /** Header offset of the responder's remote_access_errors counter. */
+    public static final long COUNTER_REMOTE_ACCESS_ERRORS = 32;
+    /** Header offset of the responder's send_rnr_err counter (RNR NAKs it "sent"). */
+    public static final long COUNTER_SEND_RNR = 40;
+
+    /** Adds one to a responder-side counter in the header (requester side). */
+    public void countForOwner(long counterOffset) {
+        LONG.getAndAdd(table, counterOffset, 1L);
+    }
+
+    /** A responder-side counter of the header (owner side). */
+    public long ownerCounter(long counterOffset) {
+        return (long) LONG.getVolatile(table, counterOffset);
     }
 
     /** The owner pid recorded in the header. */

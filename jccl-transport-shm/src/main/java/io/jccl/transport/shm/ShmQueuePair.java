@@ -390,8 +390,11 @@ public final class ShmQueuePair extends AbstractQueuePair {
 
     /** A responder-side violation: the requester completes with {@code status}, both QPs go to ERR. */
     private boolean remoteError(WorkCompletionStatus status) {
+        if (status == WorkCompletionStatus.REM_ACCESS_ERR) {
+            counters.increment(Counter.REQ_REMOTE_ACCESS_ERRORS);
+            peer.keys.countForOwner(ShmKeyTable.COUNTER_REMOTE_ACCESS_ERRORS); // the responder "detected" it
+        }
         peer.markError();
-        counters.increment(Counter.REQ_REMOTE_ACCESS_ERRORS);
         completeSend(status, 0, 0);
         return true;
     }
@@ -450,7 +453,6 @@ public final class ShmQueuePair extends AbstractQueuePair {
         }
         long length = slot.length;
         if (length > 0 && !resolveRemote(slot.rkey, slot.remoteAddress, length, AccessFlag.REMOTE_WRITE)) {
-            counters.increment(Counter.REMOTE_ACCESS_ERRORS);
             return remoteError(WorkCompletionStatus.REM_ACCESS_ERR);
         }
         long index = 0;
@@ -494,8 +496,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
         long length = slot.length;
         if (length > 0) {
             if (!resolveRemote(slot.rkey, slot.remoteAddress, length, AccessFlag.REMOTE_READ)) {
-                counters.increment(Counter.REMOTE_ACCESS_ERRORS);
-                return remoteError(WorkCompletionStatus.REM_ACCESS_ERR);
+                    return remoteError(WorkCompletionStatus.REM_ACCESS_ERR);
             }
             if (targetMapping != null) {
                 if (!scatter(slot.sgeAddress, slot.sgeLength, slot.sgeLkey, slot.sgeCount, 0, targetMapping,
@@ -532,7 +533,6 @@ public final class ShmQueuePair extends AbstractQueuePair {
             return remoteError(WorkCompletionStatus.REM_INV_REQ_ERR);
         }
         if (!resolveRemote(slot.rkey, slot.remoteAddress, 8, AccessFlag.REMOTE_ATOMIC) || (targetOffset & 7) != 0) {
-            counters.increment(Counter.REMOTE_ACCESS_ERRORS);
             return remoteError(WorkCompletionStatus.REM_ACCESS_ERR);
         }
         long original;
@@ -681,6 +681,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
     private long receiverNotReady(SendSlot slot) {
         long now = System.nanoTime();
         counters.increment(Counter.RCVD_RNR_ERR);
+        peer.keys.countForOwner(ShmKeyTable.COUNTER_SEND_RNR); // the responder's RNR NAK, as it would count it
         if (!slot.started) {
             slot.started = true;
             slot.rnrRetriesLeft = rnrRetry;
