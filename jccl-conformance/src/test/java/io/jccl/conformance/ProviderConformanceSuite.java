@@ -976,6 +976,73 @@ public abstract class ProviderConformanceSuite {
 
     @ParameterizedTest
     @EnumSource(PeerMode.class)
+    void shouldScatterLargeMessagesAcrossOddEntryBoundaries(PeerMode mode) {
+        LocalEnd local = openLocal();
+        int[] sendPieces = {300_001, 524_287, 224_291}; // 1 048 579 bytes: no piece lines up with any chunk size
+        int[] receivePieces = {7, 655_357, 131_075, 262_140}; // exactly as many bytes
+        int total = Arrays.stream(sendPieces).sum();
+        assertEquals(total, Arrays.stream(receivePieces).sum());
+        assumeTrue(local.attributes().maxMessageSize() >= total, "max_msg_sz >= 1 MiB");
+        Link link = connect(local, peer(mode));
+        PeerSide peer = link.peer();
+        MemoryRegion source = local.region(2L << 20, AccessFlag.LOCAL_WRITE);
+        Patterns.fill(source.segment(), 0, 2L << 20, 71);
+        SendWorkRequest gathered = new SendWorkRequest(4).wrId(1).opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED);
+        long[] sendOffsets = {13, 400_000, 1_000_003};
+        byte[] message = new byte[total];
+        int at = 0;
+        for (int i = 0; i < 3; i++) {
+            gathered.sge(i).set(source, sendOffsets[i], sendPieces[i]);
+            byte[] piece = get(source, sendOffsets[i], sendPieces[i]);
+            System.arraycopy(piece, 0, message, at, piece.length);
+            at += piece.length;
+        }
+        gathered.setSgeCount(3);
+        PeerRegion inbox = peer.allocate(2L << 20, ALL_REMOTE);
+        long[] receiveOffsets = {1, 100_000, 800_001, 1_200_000};
+        List<PeerSge> scatter = new ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+            scatter.add(new PeerSge(inbox.id(), receiveOffsets[i], receivePieces[i]));
+        }
+        peer.postReceive(link.peerQpn(), 1, scatter);
+        link.qp().postSend(gathered);
+        assertCompletion(awaitLocal(local, link.qp()), 1, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.SEND);
+        Completion received = awaitPeer(link);
+        assertCompletion(received, 1, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RECV);
+        assertEquals(total, received.byteLength());
+        int from = 0;
+        for (int i = 0; i < 4; i++) {
+            assertArrayEquals(Arrays.copyOfRange(message, from, from + receivePieces[i]),
+                peer.read(inbox.id(), receiveOffsets[i], receivePieces[i]), "receive entry " + (i + 1));
+            from += receivePieces[i];
+        }
+
+        // The same bytes back with one READ scattered over the send pieces' sizes at other offsets.
+        MemoryRegion sink = local.region(2L << 20, AccessFlag.LOCAL_WRITE);
+        SendWorkRequest scattered = new SendWorkRequest(4).wrId(2).opcode(SendOpcode.RDMA_READ)
+            .flags(SendFlag.SIGNALED).remote(inbox.address() + receiveOffsets[1], inbox.rkey());
+        long[] sinkOffsets = {3, 300_100, 900_000};
+        int readTotal = receivePieces[1];
+        int[] readPieces = {100_003, 400_001, readTotal - 500_004};
+        for (int i = 0; i < 3; i++) {
+            scattered.sge(i).set(sink, sinkOffsets[i], readPieces[i]);
+        }
+        scattered.setSgeCount(3);
+        link.qp().postSend(scattered);
+        Completion read = awaitLocal(local, link.qp());
+        assertCompletion(read, 2, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RDMA_READ);
+        assertEquals(readTotal, read.byteLength());
+        byte[] expected = Arrays.copyOfRange(message, receivePieces[0], receivePieces[0] + readTotal);
+        from = 0;
+        for (int i = 0; i < 3; i++) {
+            assertArrayEquals(Arrays.copyOfRange(expected, from, from + readPieces[i]),
+                get(sink, sinkOffsets[i], readPieces[i]), "READ entry " + (i + 1));
+            from += readPieces[i];
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
     void shouldReportOnlySignaledCompletionsUnlessSignalAll(PeerMode mode) {
         LocalEnd local = openLocal();
         PeerSide peer = peer(mode);
