@@ -69,6 +69,7 @@ class Harness:
         self.ceil = {}         # (kind, bytes, threads) -> [GB/s]
         self.runs = []         # (label, wall, foreign)
         self.port = 29600 + os.getpid() % 300
+        self.algo = {}         # (config, impl, op, bytes) -> algorithm JCCL picked
         self.env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                         OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", MASTER_ADDR="127.0.0.1")
 
@@ -121,6 +122,14 @@ class Harness:
                            max_foreign=self.a.max_foreign, raw_name=f"{config}.{impl}.np{np_}.round{rnd}.txt")
         self.runs.append((label, r.wall, r.foreign, r.rc))
         rows = B.parse_coll_csv(r.out)
+        for line in r.out.splitlines():
+            if line.startswith("# algorithm "):
+                try:
+                    what, algo = line[len("# algorithm "):].split(":", 1)
+                    op, nbytes = what.split()
+                    self.algo[(config, impl, op, int(nbytes))] = algo.strip()
+                except ValueError:
+                    pass
         want = len([1 for part in spec.split(";") for _ in part.split(":")[1].split(",")])
         if r.rc != 0 or len(rows) < want:
             self.failures.append((config, impl, rnd, f"exit {r.rc}, {len(rows)}/{want} rows; " + why(r.err)))
@@ -301,11 +310,12 @@ def report(h, a, t_start):
             bo = h.busbw("shm", "ompi-c", "allreduce", s, 2)
             bg = h.busbw("shm", "torch-gloo", "allreduce", s, 2)
             mc, msz = h.memcpy_for(s)
-            rows.append([B.hsize(s)] + [h.cell_us("shm", i, "allreduce", s) for i in impls]
+            rows.append([B.hsize(s), h.algo.get(("shm", "jccl-shm", "allreduce", s), "?")]
+                        + [h.cell_us("shm", i, "allreduce", s) for i in impls]
                         + [tcell(bj), tcell(bo), tcell(bg), B.fmt(B.ratio(bj, bo), 2), B.fmt(B.ratio(bj, bg), 1),
                            B.fmt(B.ratio(bj, mc), 2)])
-        A(B.md_table(["size", "JCCL µs", "Open MPI C µs", "mpi4py µs", "gloo µs", "JCCL busbw", "OMPI C busbw",
-                      "gloo busbw", "JCCL/OMPI C", "JCCL/gloo", "JCCL busbw / memcpy 1T"], rows))
+        A(B.md_table(["size", "JCCL algo", "JCCL µs", "Open MPI C µs", "mpi4py µs", "gloo µs", "JCCL busbw",
+                      "OMPI C busbw", "gloo busbw", "JCCL/OMPI C", "JCCL/gloo", "JCCL busbw / memcpy 1T"], rows))
         A("`JCCL busbw / memcpy 1T`: JCCL's busbw divided by single-thread glibc memcpy GB/s (bytes copied) measured "
           "in this run at 1 MiB (for sizes ≤ 1 MiB), 16 MiB, or 256 MiB (for 64 MiB).\n")
         for s in (8, 1024):
@@ -337,14 +347,16 @@ def report(h, a, t_start):
                     cells.append("—" if t is None else f"{h.cell_us('shm', i, op, s)} ({B.fmt(b)})")
                 bj, bo = h.busbw("shm", "jccl-shm", op, s, 2), h.busbw("shm", "ompi-c", op, s, 2)
                 bg = h.busbw("shm", "torch-gloo", op, s, 2)
-                rows.append([op, B.hsize(s)] + cells + [B.fmt(B.ratio(bj, bo), 2), B.fmt(B.ratio(bj, bg), 1)])
+                rows.append([op, B.hsize(s), h.algo.get(("shm", "jccl-shm", op, s), "?")] + cells
+                            + [B.fmt(B.ratio(bj, bo), 2), B.fmt(B.ratio(bj, bg), 1)])
                 r = B.ratio(bj, bo)
                 tj, tb = h.med("shm", "jccl-shm", op, s), h.best_ompi("shm", op, s)
                 targets.append(("2 ranks shm", f"{op} busbw at {B.hsize(s)} ≥ 1.5× Open MPI C",
                                 f"{tcell(bj)} vs {tcell(bo)} GB/s = {B.fmt(r, 2)}×" if r is not None
                                 else f"{tcell(bj)} vs {tcell(bo)} GB/s", None if r is None else r >= 1.5,
                                 None if tj is None or tb is None else tb / tj >= 1.5))
-        A(B.md_table(["op", "size", "JCCL", "Open MPI C", "mpi4py", "gloo", "JCCL/OMPI C", "JCCL/gloo"], rows))
+        A(B.md_table(["op", "size", "JCCL algo", "JCCL", "Open MPI C", "mpi4py", "gloo", "JCCL/OMPI C", "JCCL/gloo"],
+                     rows))
 
     # ---- 4 ranks oversubscribed
     if "np4" in a.configs:
@@ -355,12 +367,13 @@ def report(h, a, t_start):
         rows = []
         for s in FULL_AR:
             tj, tp = h.med("np4", "jccl-shm", "allreduce", s), h.med("np4", "ompi-mpi4py", "allreduce", s)
-            rows.append([B.hsize(s)] + [h.cell_us("np4", i, "allreduce", s) for i in impls]
+            rows.append([B.hsize(s), h.algo.get(("np4", "jccl-shm", "allreduce", s), "?")]
+                        + [h.cell_us("np4", i, "allreduce", s) for i in impls]
                         + [tcell(h.busbw("np4", "jccl-shm", "allreduce", s, 4)),
                            tcell(h.busbw("np4", "ompi-mpi4py", "allreduce", s, 4)), B.fmt(B.ratio(tp, tj), 2)])
             targets.append(("4 ranks oversubscribed", f"allreduce time at {B.hsize(s)} ≤ Open MPI mpi4py",
                             f"{tcell(tj)} vs {tcell(tp)} µs", None if tj is None or tp is None else tj <= tp))
-        A(B.md_table(["size"] + [f"{NAMES[i]} µs" for i in impls] + ["JCCL busbw", "mpi4py busbw",
+        A(B.md_table(["size", "JCCL algo"] + [f"{NAMES[i]} µs" for i in impls] + ["JCCL busbw", "mpi4py busbw",
                                                                        "mpi4py time / JCCL time"], rows))
         rows = []
         for op in ("bcast", "allgather"):
@@ -391,12 +404,13 @@ def report(h, a, t_start):
                 cells = ["—" if h.med(c, i, op, s) is None else
                          f"{h.cell_us(c, i, op, s)} ({B.fmt(h.busbw(c, i, op, s, 2))})" for c, i in impls]
                 bj, bg = h.busbw(cfg, jimpl, op, s, 2), h.busbw(gcfg, gimpl, op, s, 2)
-                rows.append([op, B.hsize(s)] + cells + [B.fmt(B.ratio(bj, bg), 2)])
+                rows.append([op, B.hsize(s), h.algo.get((cfg, jimpl, op, s), "?")] + cells
+                            + [B.fmt(B.ratio(bj, bg), 2)])
                 if s >= MIB:
                     r = B.ratio(bj, bg)
                     targets.append((f"2 ranks {cfg}", f"{op} busbw at {B.hsize(s)} ≥ 2× gloo",
                                     f"{B.fmt(r, 2)}×" if r is not None else "—", None if r is None else r >= 2))
-        A(B.md_table(["op", "size", "JCCL", "gloo"] + (["Open MPI C btl tcp"] if cfg == "tcp" else [])
+        A(B.md_table(["op", "size", "JCCL algo", "JCCL", "gloo"] + (["Open MPI C btl tcp"] if cfg == "tcp" else [])
                      + ["JCCL/gloo busbw"], rows))
         tj, tg = h.med(cfg, jimpl, "allreduce", 8), h.med(gcfg, gimpl, "allreduce", 8)
         targets.append((f"2 ranks {cfg}", "allreduce time at 8 B ≤ 1/10 of gloo",
@@ -488,6 +502,7 @@ def main():
         h.ceil = {(k.split("|")[0], int(k.split("|")[1]), int(k.split("|")[2])): v for k, v in d["ceilings"].items()}
         h.failures = [tuple(x) for x in d["failures"]]
         h.runs = [tuple(x) for x in d["runs"]]
+        h.algo = {tuple(int(x) if x.isdigit() else x for x in k.split("|")): v for k, v in d.get("algo", {}).items()}
     else:
         h.go()
     text, targets = report(h, a, t_start)
@@ -497,7 +512,8 @@ def main():
         json.dump({"samples": {"|".join(map(str, k)): v for k, v in h.samples.items()},
                    "startup": {"|".join(k): v for k, v in h.startup.items()},
                    "ceilings": {"|".join(map(str, k)): v for k, v in h.ceil.items()},
-                   "failures": h.failures, "runs": h.runs}, f, indent=1)
+                   "failures": h.failures, "runs": h.runs,
+                   "algo": {"|".join(map(str, k)): v for k, v in h.algo.items()}}, f, indent=1)
     print(text)
     if not a.no_doc:
         B.update_section(os.path.join(B.ROOT, "docs", "PERFORMANCE.md"), "bench/compare", text)
