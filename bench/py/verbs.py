@@ -39,7 +39,7 @@ class Verbs:
     def __init__(self, a):
         self.a = a
         self.peers = B.ensure_peers(skip_setup=a.skip_setup)
-        self.quiet = B.Quiet(max_wait=a.quiet_wait)
+        self.quiet = B.Quiet(max_wait=a.quiet_wait, budget=a.quiet_budget)
         self.res = B.results_dir("verbs", a.out)
         self.s = {}          # key -> [values]
         self.fail = []
@@ -299,6 +299,7 @@ def main():
     ap.add_argument("--retries", type=int, default=1)
     ap.add_argument("--max-foreign", type=float, default=15.0)
     ap.add_argument("--quiet-wait", type=float, default=20.0)
+    ap.add_argument("--quiet-budget", type=float, default=300.0, help="max seconds all quiet gates may wait")
     ap.add_argument("--skip-setup", action="store_true")
     ap.add_argument("--no-doc", action="store_true")
     ap.add_argument("--out")
