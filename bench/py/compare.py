@@ -481,7 +481,7 @@ def main():
     ap.add_argument("--max-foreign", type=float, default=15.0)
     ap.add_argument("--quiet-wait", type=float, default=20.0)
     ap.add_argument("--quiet-budget", type=float, default=300.0)
-    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per benchmark run")
+    ap.add_argument("--timeout", type=float, default=240.0, help="seconds per benchmark run (rows printed before a timeout are kept)")
     ap.add_argument("--skip-setup", action="store_true", help="do not apt-install missing peer packages")
     ap.add_argument("--no-doc", action="store_true", help="do not touch docs/PERFORMANCE.md")
     ap.add_argument("--out", help="results directory (default bench/results/compare-<stamp>)")
