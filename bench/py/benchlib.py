@@ -207,6 +207,8 @@ def run_measured(label, cmd, env=None, timeout=600, cwd=None, retries=1, max_for
             log(f"{label}: exit {r.rc}; stderr tail:\n{r.err[-1500:]}")
         if r.rc == 0 and r.foreign <= max_foreign:
             break
+        if r.rc == 124:  # a timeout is a result: re-running it would only double the time lost
+            break
     return best if best is not None else r
 
 
