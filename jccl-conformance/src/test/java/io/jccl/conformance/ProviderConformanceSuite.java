@@ -1613,6 +1613,46 @@ public abstract class ProviderConformanceSuite {
         assertEquals(0, counter.segment().get(HOST_LONG, 16), "the neighbouring word is untouched");
     }
 
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
+    void shouldStayAtomicAgainstTheOwnersCpuAtomicsWhenGlobal(PeerMode mode) throws Exception {
+        LocalEnd local = openLocal();
+        // IBV_ATOMIC_GLOB: verbs atomics are atomic against every other access, the owner's CPU atomics included.
+        assumeTrue(local.attributes().atomicCapability() == AtomicCapability.ATOMIC_GLOB, "atomic_cap is GLOB");
+        int peers = 2;
+        int perPeer = 2000;
+        int ownerAdds = 4000;
+        MemoryRegion counter = local.region(64, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_ATOMIC);
+        List<Link> links = new ArrayList<>();
+        for (int p = 0; p < peers; p++) {
+            links.add(connect(local, peer(mode)));
+        }
+        List<Future<long[]>> runs = new ArrayList<>();
+        for (Link link : links) {
+            runs.add(BACKGROUND.submit(() -> link.peer().fetchAndAdd(link.peerQpn(), counter.address() + 8,
+                counter.rkey(), 1, perPeer)));
+        }
+        java.lang.invoke.VarHandle word = ValueLayout.JAVA_LONG.varHandle();
+        long[] ownerFetched = new long[ownerAdds];
+        for (int i = 0; i < ownerAdds; i++) {
+            ownerFetched[i] = (long) word.getAndAdd(counter.segment(), 8L, 1L);
+        }
+        Set<Long> seen = new HashSet<>();
+        for (long v : ownerFetched) {
+            assertTrue(seen.add(v), "value " + v + " fetched twice");
+        }
+        for (Future<long[]> run : runs) {
+            for (long v : run.get(120, TimeUnit.SECONDS)) {
+                assertTrue(seen.add(v), "value " + v + " fetched twice");
+            }
+        }
+        long total = (long) peers * perPeer + ownerAdds;
+        assertEquals(total, counter.segment().get(HOST_LONG, 8), "no add lost between CPU and verbs atomics");
+        for (long v = 0; v < total; v++) {
+            assertTrue(seen.contains(v), "some add fetched " + v);
+        }
+    }
+
     // =============================================================================================== errors
 
     /** Ways a request can break its own (local) memory rules. */
