@@ -351,6 +351,11 @@ public final class Communicator implements AutoCloseable {
         }
         localGroup = byHost.get(hosts[rank]).stream().mapToInt(Integer::intValue).toArray();
         leaderGroup = byHost.values().stream().mapToInt(List::getFirst).sorted().toArray();
+        engine.oversubscribed(localGroup.length);
+        if (localGroup.length > Runtime.getRuntime().availableProcessors()) {
+            log.info(rank, Log.Subsys.INIT, localGroup.length + " ranks on this host share "
+                + Runtime.getRuntime().availableProcessors() + " cores: waiting yields early (oversubscribed)");
+        }
         boolean hierarchy = byHost.size() > 1 && byHost.values().stream().anyMatch(l -> l.size() > 1);
         LinkParameters intra = null;
         if (hierarchy) {

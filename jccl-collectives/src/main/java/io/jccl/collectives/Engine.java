@@ -24,7 +24,18 @@ final class Engine {
     final int size;
     final ReduceKernels kernels = Kernels.get();
     private final Xfer[] xfers;
-    private final IdleStrategy idle = new IdleStrategy();
+    private IdleStrategy idle = new IdleStrategy();
+
+    /**
+     * More ranks on this host than cores (Open MPI's "oversubscribed"): spin only briefly and then yield for long,
+     * so the peer this rank waits for gets the core at once, instead of burning the time slice it needs.
+     */
+    void oversubscribed(int localRanks) {
+        if (localRanks > Runtime.getRuntime().availableProcessors()
+            && io.jccl.verbs.spi.Config.value("JCCL_SPIN_US") == null) {
+            idle = new IdleStrategy(2_000, 5_000_000, IdleStrategy.PARK_MAX_NS);
+        }
+    }
     private final MemorySegment[] sources;
     private final int[] world;
     /** Current group of the message-path algorithms (world ranks), its size and this rank's index in it. */
