@@ -159,6 +159,12 @@ final class Transport implements AutoCloseable {
         p.remoteInboxRkey = Integer.parseUnsignedInt(f[2], 16);
         p.qp.modify(QueuePairAttributes.toReadyToReceive(remote));
         p.qp.modify(QueuePairAttributes.toReadyToSend(p.qp.initialPsn()));
+        Log log = Log.get();
+        if (log.enabled(Log.Level.INFO, Log.Subsys.NET)) {
+            log.info(rank, Log.Subsys.NET, "QP 0x" + Integer.toHexString(p.qp.queuePairNumber()) + " on "
+                + p.device.name + " connected to rank " + p.rank + " (" + remote + "); " + slots + " inbox slots of "
+                + chunkBytes + " B each way, direct access " + (p.qp.supportsDirectAccess() ? "supported" : "no"));
+        }
         if (!wantDirect || f.length < 8 || !p.qp.supportsDirectAccess()) {
             return false;
         }
