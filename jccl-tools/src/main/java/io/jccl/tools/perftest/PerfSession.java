@@ -472,8 +472,8 @@ final class PerfSession implements AutoCloseable {
         qps[0].postSend(wr);
         sendsOutstanding++;
         while ((byte) BYTE.getVolatile(mine, last) != value) {
-            reapSends();
-            if ((++spins & 0xFFF) == 0) {
+            spinPoll();
+            if ((spins & 0xFFF) == 0) {
                 checkPeer();
             }
         }
@@ -529,8 +529,8 @@ final class PerfSession implements AutoCloseable {
             if (test == PerfTest.WRITE_LAT) {
                 byte value = pingValue(i);
                 while ((byte) BYTE.getVolatile(mine, last) != value) {
-                    reapSends();
-                    if ((++spins & 0xFFF) == 0 && serverShouldStop()) {
+                    spinPoll();
+                    if ((spins & 0xFFF) == 0 && serverShouldStop()) {
                         break outer;
                     }
                 }
@@ -596,6 +596,19 @@ final class PerfSession implements AutoCloseable {
             }
         }
         return polled > 0;
+    }
+
+    /**
+     * One step of a write_lat memory wait: reaps our own WRITE's completion while it is outstanding, and otherwise
+     * polls the CQ only every 64th step. The CQ poll drives progress for providers that need it, but a poll per
+     * spin competes for the queue-pair lock with a provider's own progress thread (tcp) and slows it down badly.
+     */
+    private void spinPoll() {
+        if (sendsOutstanding > 0 || (++spins & 0x3F) == 0) {
+            reapSends();
+        } else {
+            Thread.onSpinWait();
+        }
     }
 
     /** Waits for one receive completion (or, on the server, the end of the run); false when the run ended. */
