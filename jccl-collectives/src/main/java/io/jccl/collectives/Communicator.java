@@ -651,8 +651,10 @@ public final class Communicator implements AutoCloseable {
             engine.deadlineNs = System.nanoTime() + options.timeoutNs();
             Algorithm a = choose(c, bytes);
             recorder.start(handle, c == Collective.SEND_RECV ? "p2p" : a.shortName());
-            if (log.enabled(Log.Level.TRACE, Log.Subsys.COLL)) {
-                log.trace(rank, Log.Subsys.COLL, sig + " algo " + a.shortName() + " bytes " + bytes);
+            if (log.enabled(Log.Level.INFO, Log.Subsys.COLL)) {
+                // as NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL: one line per operation
+                log.info(rank, Log.Subsys.COLL, sig + " bytes " + bytes + " algo " + (c == Collective.SEND_RECV
+                    ? "p2p" : a.shortName()) + " comm '" + options.name() + "' nranks " + size);
             }
             body.run(a);
             recorder.end(handle, true, null);

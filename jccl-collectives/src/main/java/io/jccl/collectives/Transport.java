@@ -1,7 +1,6 @@
 package io.jccl.collectives;
 
 import io.jccl.collectives.internal.Log;
-import io.jccl.collectives.store.Store;
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.Context;
@@ -434,8 +433,5 @@ final class Transport implements AutoCloseable {
     /** Publishes (via the store) and reads records; used by setup. */
     static String key(String what, int from, int to) {
         return what + "/" + from + "/" + to;
-    }
-
-    static void unused(Store s) {
     }
 }

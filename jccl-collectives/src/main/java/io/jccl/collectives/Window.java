@@ -6,7 +6,6 @@ import io.jccl.verbs.MemoryRegion;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 
 /**
  * A collectively registered one-sided window (NCCL 2.29's ncclCommWindowRegister + ncclPutSignal/ncclWaitSignal).
@@ -112,10 +111,17 @@ public final class Window implements AutoCloseable {
         });
     }
 
+    private MemorySegment bounce;
+
+    /** Heap sources go through one registered bounce buffer per window, grown as needed (a copy per put). */
     private MemorySegment copyToNative(MemorySegment heap) {
-        MemorySegment n = comm.allocate(Math.max(1, heap.byteSize())).asSlice(0, heap.byteSize());
-        MemorySegment.copy(heap, 0, n, 0, heap.byteSize());
-        return n;
+        long n = heap.byteSize();
+        if (bounce == null || bounce.byteSize() < n) {
+            bounce = comm.allocate(Math.max(4096, n));
+        }
+        MemorySegment b = bounce.asSlice(0, n);
+        MemorySegment.copy(heap, 0, b, 0, n);
+        return b;
     }
 
     /** Waits until {@code count} more signals from {@code peer} have arrived (within the communicator's deadline). */
@@ -144,7 +150,4 @@ public final class Window implements AutoCloseable {
         Transport.closeQuietly(local);
     }
 
-    static long unusedTimeout() {
-        return TimeUnit.SECONDS.toNanos(1);
-    }
 }

@@ -105,27 +105,28 @@ class MultiProcessTest {
     }
 
     private void kill(String transport, int victim) throws Exception {
-        {
-            try (Job job = new Job(3, "loop", Map.of("JCCL_TRANSPORT", transport), true)) {
-                for (int r = 0; r < 3; r++) {
-                    assertTrue(job.waitForLine(r, "RUNNING", 60_000), transport + " rank " + r + ":\n" + job.out(r));
-                }
-                long t0 = System.nanoTime();
-                job.processes.get(victim).destroyForcibly();
-                for (int r = 0; r < 3; r++) {
-                    if (r == victim) {
-                        continue;
-                    }
-                    assertTrue(job.processes.get(r).waitFor(30, TimeUnit.SECONDS), transport + " rank " + r
-                        + " did not notice:\n" + job.out(r));
-                    assertEquals(3, job.processes.get(r).exitValue(), job.out(r));
-                    assertTrue(job.out(r).contains("FAILED rank " + r), job.out(r));
-                    assertTrue(job.out(r).contains("rank " + victim), transport + ": the error should name rank "
-                        + victim + ":\n" + job.out(r));
-                }
-                long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
-                assertTrue(ms < 15_000, transport + ": survivors took " + ms + " ms");
+        try (Job job = new Job(3, "loop", Map.of("JCCL_TRANSPORT", transport), true)) {
+            for (int r = 0; r < 3; r++) {
+                assertTrue(job.waitForLine(r, "RUNNING", 60_000), transport + " rank " + r + ":\n" + job.out(r));
             }
+            long t0 = System.nanoTime();
+            job.processes.get(victim).destroyForcibly();
+            for (int r = 0; r < 3; r++) {
+                if (r == victim) {
+                    continue;
+                }
+                assertTrue(job.processes.get(r).waitFor(30, TimeUnit.SECONDS), transport + " rank " + r
+                    + " did not notice:\n" + job.out(r));
+                assertEquals(3, job.processes.get(r).exitValue(), job.out(r));
+                assertTrue(job.out(r).contains("FAILED rank " + r), job.out(r));
+                assertTrue(job.out(r).contains("rank " + victim), transport + ": the error should name rank "
+                    + victim + ":\n" + job.out(r));
+            }
+            long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+            System.out.println("kill -9 of rank " + victim + " over " + transport + ": survivors exited after " + ms
+                + " ms; " + job.output.get((victim + 1) % 3).stream().filter(l -> l.startsWith("FAILED"))
+                .findFirst().orElse(""));
+            assertTrue(ms < 15_000, transport + ": survivors took " + ms + " ms");
         }
     }
 
