@@ -31,6 +31,14 @@ final class LocalPerf {
         if (command.events) {
             args.add("-e");
         }
+        if (command.localCpus != null) {
+            if (command.localCpus.size() != 2) {
+                throw new PerfException("--cpus takes two CPUs: SERVER,CLIENT");
+            }
+            args.add("--pin-cpu");
+            args.add(String.valueOf(command.localCpus.get(0)));
+            command.pinCpu = command.localCpus.get(1);
+        }
         List<String> jvmOptions = new ArrayList<>();
         for (Map.Entry<Object, Object> e : System.getProperties().entrySet()) {
             String key = String.valueOf(e.getKey());

@@ -117,6 +117,14 @@ public final class PerfCommand implements Callable<Integer> {
         + "prints the client's table")
     boolean local;
 
+    @Option(names = "--pin-cpu", paramLabel = "CPU", description = "pin the measuring thread to this CPU "
+        + "(sched_setaffinity)")
+    Integer pinCpu;
+
+    @Option(names = "--cpus", paramLabel = "SERVER,CLIENT", split = ",", description = "with --local: pin the "
+        + "server's and the client's measuring threads to these CPUs (as the UCX baseline pins CPU 0 and 1)")
+    List<Integer> localCpus;
+
     @Option(names = "--connect-timeout", paramLabel = "MS", description = "client: keep trying to reach the server "
         + "this long (default 5000; 60000 with --local)")
     Integer connectTimeoutMs;
@@ -151,6 +159,9 @@ public final class PerfCommand implements Callable<Integer> {
         }
         if (local) {
             return LocalPerf.run(this, test);
+        }
+        if (pinCpu != null) {
+            CpuAffinity.pinCurrentThread(pinCpu);
         }
         return host == null ? server(test) : client(test, host);
     }

@@ -157,7 +157,11 @@ final class PerfSession implements AutoCloseable {
                 + Long.toHexString(target[q].address()));
         }
         for (int q = 0; q < n; q++) {
-            String[] parts = oob.receive().split(" ");
+            String line = oob.receive();
+            if (line.startsWith("error ")) {
+                throw new IOException("peer failed: " + line.substring(6));
+            }
+            String[] parts = line.split(" ");
             if (parts.length != 4 || !parts[0].equals("qp")) {
                 throw new IOException("out-of-band protocol: expected a QP record, got '" + String.join(" ", parts)
                     + "'");

@@ -61,6 +61,13 @@ class PerfCommandTest {
     }
 
     @Test
+    void shouldParseCpuPinning() {
+        PerfCommand c = parse("perf", "write_lat", "--local", "--cpus", "0,1");
+        assertEquals(List.of(0, 1), c.localCpus);
+        assertEquals(3, parse("perf", "write_lat", "--pin-cpu", "3").pinCpu);
+    }
+
+    @Test
     void shouldBeServerWithoutHost() {
         PerfCommand c = parse("perf", "ib_read_lat");
         assertNull(c.host);
