@@ -14,7 +14,7 @@ import java.util.Set;
 /**
  * NCCL_DEBUG-style logging: {@code JCCL_DEBUG} = NONE | VERSION | WARN (default) | INFO | TRACE,
  * {@code JCCL_DEBUG_SUBSYS} = comma list of INIT, COLL, NET, TUNING, ALL (a leading {@code ^} excludes; default
- * INIT,COLL,NET), {@code JCCL_DEBUG_FILE} = a path where {@code %h} is the host name and {@code %p} the pid
+ * INIT,NET), {@code JCCL_DEBUG_FILE} = a path where {@code %h} is the host name and {@code %p} the pid
  * (default stderr). Lines read {@code host:pid:tid [rank] JCCL INFO message}.
  */
 public final class Log {
@@ -65,7 +65,7 @@ public final class Log {
         } catch (IllegalArgumentException e) {
             level = Level.WARN;
         }
-        String spec = Config.value("JCCL_DEBUG_SUBSYS", "INIT,COLL,NET").toUpperCase(Locale.ROOT);
+        String spec = Config.value("JCCL_DEBUG_SUBSYS", "INIT,NET").toUpperCase(Locale.ROOT);
         boolean exclude = spec.startsWith("^");
         EnumSet<Subsys> set = exclude ? EnumSet.allOf(Subsys.class) : EnumSet.noneOf(Subsys.class);
         for (String part : (exclude ? spec.substring(1) : spec).split(",")) {
