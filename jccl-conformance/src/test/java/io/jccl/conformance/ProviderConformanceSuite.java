@@ -616,6 +616,35 @@ public abstract class ProviderConformanceSuite {
 
     @ParameterizedTest
     @EnumSource(PeerMode.class)
+    void shouldHoldNewSendsWhileTheSendQueueIsDrained(PeerMode mode) {
+        LocalEnd local = openLocal();
+        Link link = connect(local, peer(mode));
+        PeerRegion target = link.peer().allocate(4096, ALL_REMOTE);
+        MemoryRegion buffer = local.region(4096, AccessFlag.LOCAL_WRITE);
+        Patterns.fill(buffer.segment(), 0, 64, 95);
+        link.qp().modify(new QueuePairAttributes().state(QueuePairState.SEND_QUEUE_DRAINED));
+        assertEquals(QueuePairState.SEND_QUEUE_DRAINED, link.qp().state(), "RTS -> SQD");
+        // QueuePairState.SEND_QUEUE_DRAINED: "new sends are queued but not started" (rxe_req.c stops at SQD).
+        link.qp().postSend(send(1, SendOpcode.RDMA_WRITE, SendFlag.SIGNALED, buffer, 0, 64)
+            .remote(target.address(), target.rkey()));
+        assertNoLocalCompletion(local, link.qp());
+        assertArrayEquals(new byte[64], link.peer().read(target.id(), 0, 64), "a send posted in SQD did not start");
+        // The receive side keeps working while the send queue is drained.
+        link.qp().postReceive(new ReceiveWorkRequest().wrId(100).local(buffer, 1024, 64));
+        link.peer().postSend(link.peerQpn(), PeerSend.of(7, SendOpcode.SEND, SendFlag.SIGNALED, 0, 0,
+            List.of(new PeerSge(target.id(), 2048, 16))));
+        assertCompletion(awaitLocal(local, link.qp()), 100, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RECV);
+        assertCompletion(awaitPeer(link), 7, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.SEND);
+
+        link.qp().modify(new QueuePairAttributes().state(QueuePairState.READY_TO_SEND));
+        assertCompletion(awaitLocal(local, link.qp()), 1, WorkCompletionStatus.SUCCESS,
+            WorkCompletionOpcode.RDMA_WRITE);
+        assertEquals(-1, link.peer().firstPatternMismatch(target.id(), 0, 64, 95),
+            "the held WRITE ran after SQD -> RTS");
+    }
+
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
     void shouldRefusePostingInStatesThatDoNotAllowIt(PeerMode mode) {
         LocalEnd local = openLocal();
         PeerSide peer = peer(mode);
