@@ -350,6 +350,51 @@ class CollectivesTest {
     }
 
     @Test
+    void everyAsyncVariant() {
+        Ranks.run(3, Ranks.loop(), c -> {
+            int n = c.size();
+            int r = c.rank();
+            try (Arena arena = Arena.ofShared()) {
+                long count = 777;
+                DataType t = DataType.INT32;
+                MemorySegment in = arena.allocate(count * 4 * n);
+                MemorySegment out = arena.allocate(count * 4 * n);
+                MemorySegment one = arena.allocate(count * 4);
+                for (long i = 0; i < count * n; i++) {
+                    KernelsTest.set(t, in, i, value(9, r, i, ReduceOp.SUM, t));
+                }
+                c.allGatherAsync(in.asSlice(0, count * 4), out, count, t).get();
+                for (int b = 0; b < n; b++) {
+                    int bb = b;
+                    check("allGatherAsync", out, b * count, count, t, i -> value(9, bb, i, ReduceOp.SUM, t));
+                }
+                c.reduceScatterAsync(in, one, count, t, ReduceOp.SUM).get();
+                check("reduceScatterAsync", one, 0, count, t, i -> expected(9, n, r * count + i, ReduceOp.SUM, t));
+                c.allToAllAsync(in, out, count, t).get();
+                for (int j = 0; j < n; j++) {
+                    int jj = j;
+                    check("allToAllAsync", out, j * count, count, t, i -> value(9, jj, r * count + i, ReduceOp.SUM, t));
+                }
+                c.broadcastAsync(in, one, count, t, 1).get();
+                check("broadcastAsync", one, 0, count, t, i -> value(9, 1, i, ReduceOp.SUM, t));
+                c.reduceAsync(in, one, count, t, ReduceOp.MAX, 2).get();
+                if (r == 2) {
+                    check("reduceAsync", one, 0, count, t, i -> expected(9, n, i, ReduceOp.MAX, t));
+                }
+                c.gatherAsync(in.asSlice(0, count * 4), out, count, t, 0).get();
+                if (r == 0) {
+                    for (int b = 0; b < n; b++) {
+                        int bb = b;
+                        check("gatherAsync", out, b * count, count, t, i -> value(9, bb, i, ReduceOp.SUM, t));
+                    }
+                }
+                c.scatterAsync(in, one, count, t, 0).get();
+                check("scatterAsync", one, 0, count, t, i -> value(9, 0, r * count + i, ReduceOp.SUM, t));
+            }
+        });
+    }
+
+    @Test
     void sendRecvGroupsAndWindows() {
         Ranks.run(4, Ranks.loop(), c -> {
             int n = c.size();
