@@ -42,6 +42,7 @@ import org.junit.jupiter.params.provider.MethodSource;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.lang.invoke.VarHandle;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayDeque;
@@ -1661,7 +1662,7 @@ public abstract class ProviderConformanceSuite {
             runs.add(BACKGROUND.submit(() -> link.peer().fetchAndAdd(link.peerQpn(), counter.address() + 8,
                 counter.rkey(), 1, perPeer)));
         }
-        java.lang.invoke.VarHandle word = ValueLayout.JAVA_LONG.varHandle();
+        VarHandle word = ValueLayout.JAVA_LONG.varHandle();
         long[] ownerFetched = new long[ownerAdds];
         for (int i = 0; i < ownerAdds; i++) {
             ownerFetched[i] = (long) word.getAndAdd(counter.segment(), 8L, 1L);
