@@ -120,14 +120,19 @@ class TcpSystemTest {
         }
 
         @Override
-        public void close() throws Exception {
+        public void close() throws IOException {
             try {
                 send("QUIT");
             } catch (IOException ignored) {
                 // already gone
             }
-            if (!process.waitFor(5, TimeUnit.SECONDS)) {
+            try {
+                if (!process.waitFor(5, TimeUnit.SECONDS)) {
+                    process.destroyForcibly();
+                }
+            } catch (InterruptedException e) {
                 process.destroyForcibly();
+                Thread.currentThread().interrupt();
             }
         }
     }
