@@ -97,4 +97,15 @@ class PerfSystemTest {
             PerfReport.BW_HEADER);
         assertEquals(600, send.get(1), "iterations count every QP");
     }
+
+    @Test
+    void shouldRunForADurationAndStopBothSides() {
+        List<Double> bw = rowAfter(run("perf", "send_bw", "--local", "-D", "1", "-s", "4096"), PerfReport.BW_HEADER);
+        assertEquals(0.0, bw.get(2), "perftest reports no peak in duration mode");
+        assertTrue(bw.get(1) > 0 && bw.get(3) > 0, bw.toString());
+        List<Double> lat = rowAfter(run("perf", "write_lat", "--local", "-D", "1"),
+            PerfReport.LAT_DURATION_HEADER);
+        assertEquals(4, lat.size(), "duration form: #bytes #iterations t_avg tps");
+        assertTrue(lat.get(1) > 0 && lat.get(2) > 0 && lat.get(3) > 0, lat.toString());
+    }
 }
