@@ -2,7 +2,7 @@
 # A multi-host test bed on one machine: 2-4 network namespaces ("hosts") joined by veth pairs to a bridge that
 # lives in its own namespace, so nothing is added to the host's own network configuration.
 #
-#   scripts/netns.sh up N [--rate RATE] [--loss PCT]   create hosts 1..N (N = 2..4)
+#   scripts/netns.sh up N [--rate RATE] [--loss PCT]   create hosts 1..N (N = 2..4); --loss 100 = partition
 #   scripts/netns.sh shape [--rate RATE|none] [--loss PCT]  change shaping of a running bed
 #   scripts/netns.sh run H CMD...                      run CMD inside host H (1..4, h1 or the namespace name)
 #   scripts/netns.sh addr H                            print host H's IPv4 address
@@ -71,7 +71,11 @@ shape() {
       if [ "$loss" -gt 0 ]; then
         ip netns exec "$ns" nft add table inet jccl_loss
         ip netns exec "$ns" nft add chain inet jccl_loss out '{ type filter hook output priority 0; policy accept; }'
-        ip netns exec "$ns" nft add rule inet jccl_loss out oifname "eth0" numgen random mod 100 '<' "$loss" drop
+        if [ "$loss" -ge 100 ]; then
+          ip netns exec "$ns" nft add rule inet jccl_loss out oifname "eth0" drop   # a partition
+        else
+          ip netns exec "$ns" nft add rule inet jccl_loss out oifname "eth0" numgen random mod 100 '<' "$loss" drop
+        fi
       fi
     fi
   done
@@ -144,7 +148,7 @@ status() {
     ip netns exec "$ns" ip -br addr show dev eth0
     ip netns exec "$ns" tc qdisc show dev eth0
     if command -v nft >/dev/null 2>&1; then
-      ip netns exec "$ns" nft list table inet jccl_loss 2>/dev/null | grep numgen || true
+      ip netns exec "$ns" nft list table inet jccl_loss 2>/dev/null | grep drop || true
     fi
   done
 }

@@ -69,6 +69,8 @@ public final class TcpPeerMain {
                         case "EXERCISE" -> exercise(qp, cq, region, Long.parseLong(w[1]), Integer.parseInt(w[2]),
                             Integer.parseInt(w[3]));
                         case "RECEIVE" -> receive(cq, region, Integer.parseInt(w[1]));
+                        case "WRITE_STATUS" -> writeStatus(qp, cq, region, Long.parseLong(w[1]),
+                            Integer.parseInt(w[2]));
                         case "BANDWIDTH" -> bandwidth(qp, cq, region, Long.parseLong(w[1]), Integer.parseInt(w[2]),
                             Integer.parseInt(w[3]), Integer.parseInt(w[4]));
                         case "LATENCY" -> latency(qp, cq, region, Long.parseLong(w[1]), Integer.parseInt(w[2]),
@@ -208,5 +210,22 @@ public final class TcpPeerMain {
         long[] s = java.util.Arrays.copyOfRange(samples, iterations / 2, iterations);
         return String.format("OK latency write 8 B: median %.1f us, p99 %.1f us", s[s.length / 2] / 1e3,
             s[(int) (s.length * 0.99)] / 1e3);
+    }
+
+    /** One 64 KiB WRITE; answers with its completion status and how long it took, whatever the status. */
+    private static String writeStatus(QueuePair qp, CompletionQueue cq, MemoryRegion region, long address,
+                                      int rkey) {
+        long t0 = System.nanoTime();
+        qp.postSend(new SendWorkRequest().wrId(9).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+            .remote(address, rkey).local(region, 0, 65536));
+        WorkCompletion[] wc = WorkCompletion.array(1);
+        long deadline = t0 + 60_000_000_000L;
+        while (System.nanoTime() < deadline) {
+            if (cq.poll(wc, 1, 10_000_000L) == 1) {
+                return "OK status=" + wc[0].status() + " after " + (System.nanoTime() - t0) / 1_000_000 + " ms, qp "
+                    + qp.state();
+            }
+        }
+        return "FAIL no completion within 60 s";
     }
 }

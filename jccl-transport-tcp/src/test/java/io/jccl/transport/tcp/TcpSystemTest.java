@@ -70,11 +70,12 @@ class TcpSystemTest {
         final BufferedWriter in;
         final BlockingQueue<String> lines = new ArrayBlockingQueue<>(256);
 
-        Peer(int host) throws IOException {
+        Peer(int host, String... jvmArguments) throws IOException {
             List<String> command = new ArrayList<>(List.of("ip", "netns", "exec", PREFIX + "-h" + host,
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "--enable-native-access=ALL-UNNAMED", "-Djccl.socket.ifname==eth0", "-Xss1m", "-XX:+UseSerialGC",
-                "-cp", System.getProperty("java.class.path"), TcpPeerMain.class.getName()));
+                "--enable-native-access=ALL-UNNAMED", "-Djccl.socket.ifname==eth0", "-Xss1m", "-XX:+UseSerialGC"));
+            command.addAll(List.of(jvmArguments));
+            command.addAll(List.of("-cp", System.getProperty("java.class.path"), TcpPeerMain.class.getName()));
             process = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT).start();
             in = new BufferedWriter(new OutputStreamWriter(process.getOutputStream(), StandardCharsets.UTF_8));
             Thread reader = new Thread(() -> {
@@ -186,5 +187,28 @@ class TcpSystemTest {
             run(List.of("env", "JCCL_NETNS_PREFIX=" + PREFIX, script.toString(), "shape", "--rate", "none", "--loss",
                 "0"));
         }
+    }
+
+    @Test
+    void shouldFailOutstandingRequestsWhenTheNetworkPartitions() throws Exception {
+        assumeTrue(installed("nft"), "needs nft to cut the link (apt-get install -y nftables)");
+        // Peers declare a silent connection dead after 1 s instead of 10 s.
+        try (Peer a = new Peer(1, "-Djccl.tcp.peer.timeout.ms=1000"); Peer b = new Peer(2)) {
+            String[][] r = connect(a, b);
+            assertTrue(runOk("shape", "--loss", "100"));
+            a.send("WRITE_STATUS " + r[1][2] + " " + r[1][3]);
+            String result = a.expect("OK");
+            // No FIN or RST can cross the cut: only the requester's own timer can end the wait.
+            assertTrue(result.contains("status=RETRY_EXC_ERR"), result);
+            assertTrue(result.contains("qp ERR"), result);
+        } finally {
+            runOk("shape", "--loss", "0");
+        }
+    }
+
+    private static boolean runOk(String... arguments) throws IOException, InterruptedException {
+        List<String> command = new ArrayList<>(List.of("env", "JCCL_NETNS_PREFIX=" + PREFIX, script.toString()));
+        command.addAll(List.of(arguments));
+        return run(command) == 0;
     }
 }
