@@ -64,7 +64,8 @@ public final class CostModel {
                         yield ad + d.transferUs(s) + n * red;
                     }
                     long rounds = Math.max(1, (bytes + staging - 1) / staging);
-                    yield rounds * 2 * ad + d.transferUs(3 * s) + red;
+                    // copy-in (skipped for allocate() memory), slice reads, gather: ~2.5 S of memory traffic
+                    yield rounds * 2 * ad + d.transferUs(2.5 * s) + red;
                 }
                 case REDUCE, REDUCE_SCATTER -> rounds(bytes, staging) * ad + d.transferUs(2 * s) + red;
                 case BROADCAST -> rounds(bytes, staging) * ad + d.transferUs(2 * s);
