@@ -222,8 +222,14 @@ public final class TcpPeerMain {
         long deadline = t0 + 60_000_000_000L;
         while (System.nanoTime() < deadline) {
             if (cq.poll(wc, 1, 10_000_000L) == 1) {
-                return "OK status=" + wc[0].status() + " after " + (System.nanoTime() - t0) / 1_000_000 + " ms, qp "
-                    + qp.state();
+                long ms = (System.nanoTime() - t0) / 1_000_000;
+                // The error completion is queued just before the QP's state changes: give it a moment.
+                long stateDeadline = System.nanoTime() + 5_000_000_000L;
+                while (!wc[0].isSuccess() && qp.state() != io.jccl.verbs.QueuePairState.ERROR
+                    && System.nanoTime() < stateDeadline) {
+                    Thread.onSpinWait();
+                }
+                return "OK status=" + wc[0].status() + " after " + ms + " ms, qp " + qp.state().shortName();
             }
         }
         return "FAIL no completion within 60 s";

@@ -142,12 +142,16 @@ class TcpSystemTest {
         return run(List.of("sh", "-c", "command -v " + tool)) == 0;
     }
 
-    /** Starts a peer in each host, connects their QPs, and returns {a's READY fields, b's READY fields}. */
+    /** Connects the QPs of two started peers; returns {a's READY fields, b's READY fields}. */
     private static String[][] connect(Peer a, Peer b) throws Exception {
+        return connect(a, b, "10.77.0.1", "10.77.0.2");
+    }
+
+    private static String[][] connect(Peer a, Peer b, String addressA, String addressB) throws Exception {
         String[] ra = a.expect("READY ").split(" ");
         String[] rb = b.expect("READY ").split(" ");
-        assertEquals("10.77.0.1", ra[4], "peer 1 listens on its namespace's address");
-        assertEquals("10.77.0.2", rb[4]);
+        assertEquals(addressA, ra[4], "peer 1 listens on its namespace's address");
+        assertEquals(addressB, rb[4]);
         a.send("CONNECT " + rb[1]);
         b.send("CONNECT " + ra[1]);
         a.expect("OK connected");
@@ -210,5 +214,17 @@ class TcpSystemTest {
         List<String> command = new ArrayList<>(List.of("env", "JCCL_NETNS_PREFIX=" + PREFIX, script.toString()));
         command.addAll(List.of(arguments));
         return run(command) == 0;
+    }
+
+    @Test
+    void shouldConnectOverIpv6() throws Exception {
+        try (Peer a = new Peer(1, "-Djccl.socket.family=AF_INET6");
+             Peer b = new Peer(2, "-Djccl.socket.family=AF_INET6")) {
+            String[][] r = connect(a, b, "fd77::1", "fd77::2");
+            a.send("EXERCISE " + r[1][2] + " " + r[1][3] + " " + (1 << 20));
+            assertTrue(a.expect("OK").contains("swap saw 100"));
+            b.send("RECEIVE 4");
+            b.expect("OK");
+        }
     }
 }
