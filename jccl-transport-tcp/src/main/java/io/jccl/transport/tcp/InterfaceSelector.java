@@ -140,8 +140,7 @@ final class InterfaceSelector {
                 best = a;
             }
         }
-        if (best instanceof Inet6Address v6 && !v6.isLinkLocalAddress() && v6.getScopeId() != 0
-            || best instanceof Inet6Address v6s && !v6s.isLinkLocalAddress() && v6s.getScopedInterface() != null) {
+        if (best instanceof Inet6Address v6 && !v6.isLinkLocalAddress()) {
             // Java reports "fd77::1%eth0" even for global addresses; the scope means nothing to the peer (its
             // interfaces have other names), so advertise the bare address. Link-local keeps its scope.
             try {

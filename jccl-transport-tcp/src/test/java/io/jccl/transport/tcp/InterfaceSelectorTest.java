@@ -115,4 +115,15 @@ class InterfaceSelectorTest {
             assertThrows(VerbsException.class, () -> EndpointAddress.parse(bad), bad);
         }
     }
+
+    @Test
+    void shouldDropTheLocalScopeOfGlobalIpv6Addresses() throws Exception {
+        var scoped = java.net.Inet6Address.getByAddress(null, ip("fd77::1").getAddress(), 3);
+        var linkLocal = java.net.Inet6Address.getByAddress(null, ip("fe80::1").getAddress(), 3);
+        var host = List.of(new InterfaceSelector.Candidate("eth0", true, false, List.of(scoped)),
+            new InterfaceSelector.Candidate("eth1", true, false, List.of(linkLocal)));
+        var global = InterfaceSelector.select(host, "=eth0", null).address();
+        assertEquals("fd77::1", EndpointAddress.text(global));
+        assertEquals("fe80::1%3", EndpointAddress.text(InterfaceSelector.select(host, "=eth1", null).address()));
+    }
 }
