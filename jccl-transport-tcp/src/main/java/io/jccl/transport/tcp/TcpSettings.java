@@ -13,7 +13,9 @@ import io.jccl.verbs.spi.IdleStrategy;
  * @param family {@code AF_INET}, {@code AF_INET6} or null for either ({@code JCCL_SOCKET_FAMILY})
  * @param address address to bind and advertise, overriding interface selection ({@code JCCL_TCP_ADDRESS})
  * @param port listener port, 0 for an ephemeral one ({@code JCCL_TCP_PORT})
- * @param socketBufferBytes SO_SNDBUF/SO_RCVBUF ({@code JCCL_TCP_SOCKBUF}, default 4 MiB)
+ * @param socketBufferBytes SO_SNDBUF/SO_RCVBUF ({@code JCCL_TCP_SOCKBUF}); 0 leaves the sizes to the kernel's
+ *     autotuning. Default 4 MiB where net.core.rmem_max and wmem_max allow it, else 0: asking for more than the
+ *     maximum would silently cap the buffers and switch autotuning off, the worst of both
  * @param connectTimeoutMs least time a QP is given to establish its connection after RTR, even when its
  *     timeout/retry_cnt budget is shorter ({@code JCCL_TCP_CONNECT_TIMEOUT_MS}, default 2000)
  * @param peerTimeoutMs how long requests may be outstanding with nothing moving on the connection before the
@@ -45,7 +47,8 @@ public record TcpSettings(int threads, String interfaces, String family, String 
         String family = Config.value("JCCL_SOCKET_FAMILY");
         return new TcpSettings((int) Config.longValue("JCCL_TCP_THREADS", 1), blankToNull(Config.value(
             "JCCL_SOCKET_IFNAME")), blankToNull(family), blankToNull(Config.value("JCCL_TCP_ADDRESS")),
-            (int) Config.longValue("JCCL_TCP_PORT", 0), (int) Config.longValue("JCCL_TCP_SOCKBUF", 4 << 20),
+            (int) Config.longValue("JCCL_TCP_PORT", 0), (int) Config.longValue("JCCL_TCP_SOCKBUF",
+            defaultSocketBuffer()),
             Config.longValue("JCCL_TCP_CONNECT_TIMEOUT_MS", 2000), Config.longValue("JCCL_TCP_PEER_TIMEOUT_MS",
             10_000), Config.longValue("JCCL_TCP_SPIN_US", IdleStrategy.SPIN_NS / 1000) * 1000);
     }
@@ -78,6 +81,19 @@ public record TcpSettings(int threads, String interfaces, String family, String 
     public TcpSettings withPeerTimeoutMs(long ms) {
         return new TcpSettings(threads, interfaces, family, address, port, socketBufferBytes, connectTimeoutMs, ms,
             spinNs);
+    }
+
+    static int defaultSocketBuffer() {
+        int wanted = 4 << 20;
+        try {
+            long rmem = Long.parseLong(java.nio.file.Files.readString(java.nio.file.Path.of(
+                "/proc/sys/net/core/rmem_max")).trim());
+            long wmem = Long.parseLong(java.nio.file.Files.readString(java.nio.file.Path.of(
+                "/proc/sys/net/core/wmem_max")).trim());
+            return Math.min(rmem, wmem) >= wanted ? wanted : 0;
+        } catch (Exception e) {
+            return 0;
+        }
     }
 
     private static String blankToNull(String s) {
