@@ -314,24 +314,32 @@ final class Engine {
         int es = type.sizeBytes();
         Peer right = peer(grank + 1);
         Peer left = peer(grank - 1);
+        // All steps of a phase form one exchange: step s forwards the block received (and reduced) in step s-1
+        // chunk by chunk as it completes, so consecutive steps overlap (pipelined ring).
+        Xfer previous = null;
         for (int s = 0; s < gsize - 1; s++) {
             int sb = Math.floorMod(grank - s, gsize);
             int rb = Math.floorMod(grank - s - 1, gsize);
-            sendX(right, sig, buf, blockStart(count, gsize, sb) * es, blockCount(count, gsize, sb) * es);
-            recvX(left, sig, buf, blockStart(count, gsize, rb) * es, blockCount(count, gsize, rb) * es, type, op);
-            run();
+            Xfer out = sendX(right, sig, buf, blockStart(count, gsize, sb) * es, blockCount(count, gsize, sb) * es);
+            out.after = previous;
+            previous = recvX(left, sig, buf, blockStart(count, gsize, rb) * es, blockCount(count, gsize, rb) * es,
+                type, op);
         }
+        run();
         int mine = Math.floorMod(grank + 1, gsize);
         if (op == ReduceOp.AVG) {
             kernels.divide(type, buf, blockStart(count, gsize, mine) * es, blockCount(count, gsize, mine), gsize);
         }
+        previous = null;
         for (int s = 0; s < gsize - 1; s++) {
             int sb = Math.floorMod(grank + 1 - s, gsize);
             int rb = Math.floorMod(grank - s, gsize);
-            sendX(right, sig, buf, blockStart(count, gsize, sb) * es, blockCount(count, gsize, sb) * es);
-            recvX(left, sig, buf, blockStart(count, gsize, rb) * es, blockCount(count, gsize, rb) * es, null, null);
-            run();
+            Xfer out = sendX(right, sig, buf, blockStart(count, gsize, sb) * es, blockCount(count, gsize, sb) * es);
+            out.after = previous;
+            previous = recvX(left, sig, buf, blockStart(count, gsize, rb) * es, blockCount(count, gsize, rb) * es,
+                null, null);
         }
+        run();
     }
 
     /** Binomial-tree reduce of {@code buf} (native, modified) to {@code root}. */
@@ -512,13 +520,14 @@ final class Engine {
     void ringAllGather(Signature sig, MemorySegment out, long blockBytes) {
         Peer right = peer(grank + 1);
         Peer left = peer(grank - 1);
+        Xfer previous = null;
         for (int s = 0; s < gsize - 1; s++) {
             int sb = Math.floorMod(grank - s, gsize);
             int rb = Math.floorMod(grank - s - 1, gsize);
-            sendX(right, sig, out, sb * blockBytes, blockBytes);
-            recvX(left, sig, out, rb * blockBytes, blockBytes, null, null);
-            run();
+            sendX(right, sig, out, sb * blockBytes, blockBytes).after = previous;
+            previous = recvX(left, sig, out, rb * blockBytes, blockBytes, null, null);
         }
+        run();
     }
 
     /** Ring reduce-scatter on {@code work} (native, n blocks of {@code blockCount}); block {@code grank} ends reduced. */
@@ -526,13 +535,14 @@ final class Engine {
         long bb = blockCount * type.sizeBytes();
         Peer right = peer(grank + 1);
         Peer left = peer(grank - 1);
+        Xfer previous = null;
         for (int s = 0; s < gsize - 1; s++) {
             int sb = Math.floorMod(grank - s - 1, gsize);
             int rb = Math.floorMod(grank - s - 2, gsize);
-            sendX(right, sig, work, sb * bb, bb);
-            recvX(left, sig, work, rb * bb, bb, type, op);
-            run();
+            sendX(right, sig, work, sb * bb, bb).after = previous;
+            previous = recvX(left, sig, work, rb * bb, bb, type, op);
         }
+        run();
         if (op == ReduceOp.AVG) {
             kernels.divide(type, work, grank * bb, blockCount, gsize);
         }
