@@ -1,8 +1,8 @@
 package io.jccl.transport.tcp;
 
 import java.io.IOException;
-import java.lang.management.ManagementFactory;
-import java.lang.management.OperatingSystemMXBean;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
 import java.util.Arrays;
@@ -27,7 +27,7 @@ final class TcpEngine implements Runnable {
 
     private static final long IDLE_TIMER_NS = 100_000_000L;
     private static final long LOAD_CHECK_NS = 250_000_000L;
-    private static final OperatingSystemMXBean OS = ManagementFactory.getOperatingSystemMXBean();
+    private static final Path LOADAVG = Path.of("/proc/loadavg");
 
     final Selector selector;
     final Thread thread;
@@ -190,8 +190,14 @@ final class TcpEngine implements Runnable {
      * 4-6 ms with spinning and 0.26 ms without.
      */
     private static boolean spinHelps() {
-        double load = OS.getSystemLoadAverage();
-        return load < 0 || load < Runtime.getRuntime().availableProcessors();
+        try {
+            String text = Files.readString(LOADAVG);
+            int end = text.indexOf(' ');
+            double load = Double.parseDouble(end > 0 ? text.substring(0, end) : text.trim());
+            return load < Runtime.getRuntime().availableProcessors();
+        } catch (IOException | RuntimeException e) {
+            return true; // no /proc (not Linux): spin as configured
+        }
     }
 
     private int runTasks() {
