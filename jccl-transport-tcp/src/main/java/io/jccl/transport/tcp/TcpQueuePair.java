@@ -380,7 +380,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     }
 
     private void acceptIncoming(SocketChannel ch, int srcQpn, long srcHigh, long srcLow, int peerMaxDest) {
-        if (srcQpn != destQpNumber || srcHigh != peer.secretHigh() || srcLow != peer.secretLow()) {
+        if ((srcQpn ^ destQpNumber | (srcHigh ^ peer.secretHigh()) | (srcLow ^ peer.secretLow())) != 0) {
             // Knows our secret but is not the QP we were connected to.
             counters.increment(Counter.PORT_RCV_ERRORS);
             TcpContext.closeQuietly(ch);
