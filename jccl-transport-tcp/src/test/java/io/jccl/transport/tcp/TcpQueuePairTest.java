@@ -481,4 +481,30 @@ class TcpQueuePairTest {
         assertEquals(-1, r2.segment().asSlice(0, part - part / 4).mismatch(dst[2].segment().asSlice(part / 4,
             part - part / 4)));
     }
+
+    @Test
+    void shouldPlaceAndReadAcrossTheOneGibibyteViewWindowOfLargeRegions() {
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        long gib = 1L << 30;
+        int size = 1 << 20;
+        // ByteBuffers index with ints, so the provider views regions in 1 GiB windows: cross a window edge.
+        MemoryRegion large = b.pd().allocateMemory(gib + size, ALL);
+        MemoryRegion local = a.pd().allocateMemory(2L * size, ALL);
+        ThreadLocalRandom random = ThreadLocalRandom.current();
+        for (long i = 0; i < size; i += 8) {
+            local.segment().set(ValueLayout.JAVA_LONG, i, random.nextLong());
+        }
+        long offset = gib - size / 2;
+        a.qp().postSend(new SendWorkRequest().wrId(1).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+            .remote(large.address() + offset, large.rkey()).local(local, 0, size));
+        pollSuccess(a.cq());
+        assertEquals(-1, large.segment().asSlice(offset, size).mismatch(local.segment().asSlice(0, size)));
+        a.qp().postSend(new SendWorkRequest().wrId(2).opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
+            .remote(large.address() + offset, large.rkey()).local(local, size, size));
+        pollSuccess(a.cq());
+        assertEquals(-1, local.segment().asSlice(size, size).mismatch(local.segment().asSlice(0, size)));
+        large.close();
+    }
 }
