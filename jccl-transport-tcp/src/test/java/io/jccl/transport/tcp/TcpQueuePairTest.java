@@ -507,4 +507,22 @@ class TcpQueuePairTest {
         assertEquals(-1, local.segment().asSlice(size, size).mismatch(local.segment().asSlice(0, size)));
         large.close();
     }
+
+    @Test
+    void shouldConnectTwoQueuePairsOfTheSameContext() {
+        Side a = Side.create(ca);
+        Side b = Side.create(ca);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        MemoryRegion ma = a.pd().allocateMemory(4096, ALL);
+        MemoryRegion mb = b.pd().allocateMemory(4096, ALL);
+        ma.segment().fill((byte) 9);
+        a.qp().postSend(new SendWorkRequest().wrId(1).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+            .remote(mb.address(), mb.rkey()).local(ma, 0, 4096));
+        pollSuccess(a.cq());
+        assertEquals(9, mb.segment().get(ValueLayout.JAVA_BYTE, 4095));
+        // A region of another protection domain of the same context is not reachable through b.
+        a.qp().postSend(new SendWorkRequest().wrId(2).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+            .remote(ma.address(), ma.rkey()).local(ma, 0, 8));
+        assertEquals(WorkCompletionStatus.REM_ACCESS_ERR, poll(a.cq()).status());
+    }
 }
