@@ -87,6 +87,8 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     private long backoffNs;
     private long closeDeadlineNs;
     private boolean outputShut;
+    /** How long after the last frame a CQ poll keeps reading an otherwise idle connection. */
+    private static final long RECENT_ACTIVITY_NS = 10_000_000L;
     private long lastRxNs;
     private long lastTxNs;
     /** An incoming connection that arrived before this QP reached RTR. */
@@ -631,10 +633,17 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     public int progress() {
         // Completion-queue polls drive the socket too: a busy-polling application then sees ACKs and incoming
         // messages without waiting for the progress thread to wake up.
-        if (conn != C_UP || (sendHead == sendTail && receiveHead == receiveTail) || !lock.tryLock()) {
+        if (conn != C_UP || !lock.tryLock()) {
             return 0;
         }
         try {
+            // With nothing of ours outstanding, read only a recently active connection: a peer's one-sided
+            // requests (a WRITE ping-pong polls memory, not receives) then land without waiting for the progress
+            // thread to be scheduled, while a CQ with hundreds of idle QPs costs no syscalls per poll.
+            if (sendHead == sendTail && receiveHead == receiveTail
+                && System.nanoTime() - Math.max(lastRxNs, lastTxNs) > RECENT_ACTIVITY_NS) {
+                return 0;
+            }
             return conn == C_UP ? ioRound() : 0;
         } catch (IOException e) {
             onLinkLost();
