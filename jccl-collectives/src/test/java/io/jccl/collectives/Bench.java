@@ -24,10 +24,16 @@ final class Bench {
         for (long bytes : sizes) {
             long count = bytes / 4;
             MemorySegment buf = c.allocate(bytes);
-            int iters = (int) Math.max(4, Math.min(20_000, 50_000_000L / Math.max(bytes, 1024)));
-            for (int i = 0; i < Math.max(20, iters / 10); i++) {
+            // warm up, then agree (max over ranks) on iterations that make a block ~0.2 s: every rank must run the
+            // same number of operations (a rank-local count would be a collective mismatch)
+            int warm = bytes <= 65536 ? 200 : 5;
+            long w0 = System.nanoTime();
+            for (int i = 0; i < warm; i++) {
                 c.allReduce(buf, count, DataType.FLOAT32, ReduceOp.SUM);
             }
+            timing[0] = (System.nanoTime() - w0) / 1e3 / warm;
+            c.allReduce(t, 1, DataType.FLOAT64, ReduceOp.MAX);
+            int iters = (int) Math.max(3, Math.min(50_000, 200_000 / timing[0]));
             double best = Double.MAX_VALUE;
             for (int block = 0; block < 5; block++) {
                 c.barrier();
