@@ -1397,6 +1397,44 @@ public abstract class ProviderConformanceSuite {
 
     @ParameterizedTest
     @EnumSource(PeerMode.class)
+    void shouldServeMemoryOfAConfinedArena(PeerMode mode) {
+        // A confined arena's segment may only be touched by the thread that made it, yet the provider's own
+        // threads (tcp's progress thread, shm's peers) serve requests into it: registration must still work.
+        LocalEnd local = openLocal();
+        Link link = connect(local, peer(mode));
+        PeerSide peer = link.peer();
+        PeerRegion remote = peer.allocate(8192, mask(AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE,
+            AccessFlag.REMOTE_READ));
+        Arena arena = Arena.ofConfined();
+        MemoryRegion mine;
+        try {
+            mine = local.domain().registerMemory(arena.allocate(8192, 4096), AccessFlag.LOCAL_WRITE,
+                AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ);
+        } catch (RuntimeException e) {
+            arena.close();
+            throw e;
+        }
+        peer.fillPattern(remote.id(), 0, 4096, 81);
+        peer.postSend(link.peerQpn(), PeerSend.of(1, SendOpcode.RDMA_WRITE, SendFlag.SIGNALED,
+            mine.address() + 100, mine.rkey(), List.of(new PeerSge(remote.id(), 0, 4096))));
+        assertCompletion(awaitPeer(link), 1, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RDMA_WRITE);
+        assertEquals(-1, Patterns.firstMismatch(mine.segment(), 100, 4096, 81), "peer WRITE into confined memory");
+        Patterns.fill(mine.segment(), 5000, 1000, 82);
+        peer.postSend(link.peerQpn(), PeerSend.of(2, SendOpcode.RDMA_READ, SendFlag.SIGNALED,
+            mine.address() + 5000, mine.rkey(), List.of(new PeerSge(remote.id(), 6000, 1000))));
+        assertCompletion(awaitPeer(link), 2, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RDMA_READ);
+        assertEquals(-1, peer.firstPatternMismatch(remote.id(), 6000, 1000, 82), "peer READ of confined memory");
+
+        // Closing the arena ends the memory: its lkey is refused locally from then on.
+        arena.close();
+        link.qp().postSend(send(3, SendOpcode.RDMA_WRITE, SendFlag.SIGNALED, mine, 0, 64)
+            .remote(remote.address(), remote.rkey()));
+        assertCompletion(awaitLocal(local, link.qp()), 3, WorkCompletionStatus.LOC_PROT_ERR, null);
+        mine.close();
+    }
+
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
     void shouldRunAtomicsOnRegisteredCallerOwnedMemory(PeerMode mode) {
         LocalEnd local = openLocal();
         assumeAtomics(local);

@@ -35,6 +35,11 @@ final class ExplicitSetup {
     /** INIT (granting {@code access}) → RTR towards {@code remote} → RTS. */
     static void connect(QueuePair queuePair, Endpoint remote, AccessFlag... access) {
         queuePair.modify(QueuePairAttributes.toInit(access));
+        finish(queuePair, remote);
+    }
+
+    /** RTR towards {@code remote} → RTS, for a QP already in INIT (receives may be posted from INIT on). */
+    static void finish(QueuePair queuePair, Endpoint remote) {
         queuePair.modify(QueuePairAttributes.toReadyToReceive(remote));
         queuePair.modify(QueuePairAttributes.toReadyToSend(queuePair.initialPsn()));
     }

@@ -50,6 +50,14 @@ public final class SequencedWriteWithImmediateExample {
             CompletableFuture<String> server = CompletableFuture.supplyAsync(() -> serve(device, exchange, messages));
             try (Socket socket = new Socket(InetAddress.getLoopbackAddress(), exchange.getLocalPort())) {
                 send(device, socket, messages);
+            } catch (Exception clientFailure) {
+                // The server's failure usually explains the client's (a closed exchange channel).
+                try {
+                    server.get(10, TimeUnit.SECONDS);
+                } catch (java.util.concurrent.ExecutionException serverFailure) {
+                    clientFailure.addSuppressed(serverFailure.getCause());
+                }
+                throw clientFailure;
             }
             return server.get(60, TimeUnit.SECONDS);
         }
@@ -63,12 +71,14 @@ public final class SequencedWriteWithImmediateExample {
                  AccessFlag.REMOTE_WRITE);
              QueuePair queuePair = domain.createQueuePair(QueuePairInitAttributes.of(queue).withDepths(16, SLOTS));
              Socket socket = exchange.accept()) {
+            // Receives can be posted from INIT on: post them before the peer can possibly send.
+            queuePair.modify(io.jccl.verbs.QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
             ReceiveWorkRequest receive = new ReceiveWorkRequest().noData();
             for (int i = 0; i < SLOTS; i++) {
                 queuePair.postReceive(receive.wrId(i));
             }
             var remote = ExplicitSetup.exchange(socket, queuePair.localEndpoint());
-            ExplicitSetup.connect(queuePair, remote, AccessFlag.REMOTE_WRITE);
+            ExplicitSetup.finish(queuePair, remote);
             // The client needs the ring's address and key: one more line.
             var out = new java.io.PrintWriter(socket.getOutputStream(), true);
             out.println(ring.address() + " " + ring.rkey());

@@ -22,7 +22,10 @@ public interface ProtectionDomain extends AutoCloseable {
     /**
      * Registers existing off-heap memory. Heap arrays are refused, because the garbage collector moves them: use
      * {@link #allocateMemory} or an off-heap segment from an {@link java.lang.foreign.Arena} instead.
-     * The caller keeps ownership: the segment must stay alive until the region is closed.
+     * The caller keeps ownership: the segment must stay alive until the region is closed. Segments of confined
+     * arenas are accepted (the provider's own threads reach the bytes through a view of the same memory); once the
+     * caller's arena is closed the region's keys are refused like deregistered ones, but closing the arena while a
+     * request is in flight is a use-after-free, as freeing registered memory is with libibverbs.
      */
     MemoryRegion registerMemory(MemorySegment segment, AccessFlag... access);
 

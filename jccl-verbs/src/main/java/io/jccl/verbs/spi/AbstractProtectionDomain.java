@@ -51,7 +51,13 @@ public abstract class AbstractProtectionDomain implements ProtectionDomain {
         }
         int mask = AccessFlag.toMask(access);
         checkRegion(segment.byteSize(), mask);
-        return register(wrap(segment, mask), mask);
+        // Provider threads (tcp's progress threads, shm's peers) touch registered memory too, so a segment of a
+        // confined arena would throw WrongThreadException there. Register a view of the same bytes that any thread
+        // may use, and let the caller's scope keep deciding whether the memory is still alive.
+        MemorySegment anyThreadView = MemorySegment.ofAddress(segment.address()).reinterpret(segment.byteSize());
+        SoftMemoryRegion region = wrap(anyThreadView, mask);
+        region.ownerScope(segment.scope());
+        return register(region, mask);
     }
 
     private void checkRegion(long length, int mask) {

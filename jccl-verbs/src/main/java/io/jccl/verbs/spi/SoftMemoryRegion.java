@@ -14,6 +14,8 @@ public class SoftMemoryRegion implements MemoryRegion {
     private final int rkey;
     private final int access;
     private volatile boolean valid = true;
+    /** For caller-owned memory: the caller's scope; the region is unusable once it is closed. */
+    private MemorySegment.Scope ownerScope;
 
     /** Creates a region; registration in the key table is the domain's job. */
     public SoftMemoryRegion(AbstractProtectionDomain protectionDomain, MemorySegment segment, int lkey, int rkey,
@@ -67,7 +69,13 @@ public class SoftMemoryRegion implements MemoryRegion {
 
     @Override
     public boolean isValid() {
-        return valid;
+        MemorySegment.Scope scope = ownerScope;
+        return valid && (scope == null || scope.isAlive());
+    }
+
+    /** Ties the region to the scope of caller-owned memory (set once, at registration). */
+    void ownerScope(MemorySegment.Scope scope) {
+        this.ownerScope = scope;
     }
 
     /** Whether {@code [address, address + length)} lies inside the region (overflow-safe). */
