@@ -20,16 +20,36 @@ final class ExplicitSetup {
     private ExplicitSetup() {
     }
 
-    /** Sends our endpoint line and reads the peer's. */
-    static Endpoint exchange(Socket socket, Endpoint local) throws IOException {
-        PrintWriter out = new PrintWriter(socket.getOutputStream(), true, StandardCharsets.UTF_8);
-        BufferedReader in = new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.UTF_8));
-        out.println(local.encode());
-        String line = in.readLine();
-        if (line == null) {
-            throw new IOException("peer closed the exchange channel");
+    /**
+     * One text line at a time each way over a socket; the reader is created once, so lines it buffered ahead
+     * are never lost between calls.
+     */
+    static final class LineChannel {
+        private final PrintWriter out;
+        private final BufferedReader in;
+
+        LineChannel(Socket socket) throws IOException {
+            out = new PrintWriter(socket.getOutputStream(), true, StandardCharsets.UTF_8);
+            in = new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.UTF_8));
         }
-        return Endpoint.decode(line);
+
+        void send(String line) {
+            out.println(line);
+        }
+
+        String receive() throws IOException {
+            String line = in.readLine();
+            if (line == null) {
+                throw new IOException("peer closed the exchange channel");
+            }
+            return line;
+        }
+
+        /** Sends our endpoint record and reads the peer's. */
+        Endpoint exchange(Endpoint local) throws IOException {
+            send(local.encode());
+            return Endpoint.decode(receive());
+        }
     }
 
     /** INIT (granting {@code access}) → RTR towards {@code remote} → RTS. */

@@ -77,11 +77,11 @@ public final class SequencedWriteWithImmediateExample {
             for (int i = 0; i < SLOTS; i++) {
                 queuePair.postReceive(receive.wrId(i));
             }
-            var remote = ExplicitSetup.exchange(socket, queuePair.localEndpoint());
+            var channel = new ExplicitSetup.LineChannel(socket);
+            var remote = channel.exchange(queuePair.localEndpoint());
             ExplicitSetup.finish(queuePair, remote);
-            // The client needs the ring's address and key: one more line.
-            var out = new java.io.PrintWriter(socket.getOutputStream(), true);
-            out.println(ring.address() + " " + ring.rkey());
+            // The client needs the log's address and key: one more line.
+            channel.send(ring.address() + " " + ring.rkey());
             WorkCompletion[] completions = WorkCompletion.array(16);
             int expected = 0;
             long start = System.nanoTime();
@@ -123,10 +123,10 @@ public final class SequencedWriteWithImmediateExample {
              CompletionQueue queue = context.createCompletionQueue(2 * SLOTS);
              MemoryRegion records = domain.allocateMemory((long) SLOTS * RECORD_BYTES, AccessFlag.LOCAL_WRITE);
              QueuePair queuePair = domain.createQueuePair(QueuePairInitAttributes.of(queue).withDepths(SLOTS, 16))) {
-            var remote = ExplicitSetup.exchange(socket, queuePair.localEndpoint());
+            var channel = new ExplicitSetup.LineChannel(socket);
+            var remote = channel.exchange(queuePair.localEndpoint());
             ExplicitSetup.connect(queuePair, remote);
-            String[] ringInfo = new java.io.BufferedReader(new java.io.InputStreamReader(socket.getInputStream()))
-                .readLine().split(" ");
+            String[] ringInfo = channel.receive().split(" ");
             long ringAddress = Long.parseLong(ringInfo[0]);
             int ringKey = Integer.parseInt(ringInfo[1]);
             SendWorkRequest write = new SendWorkRequest().opcode(SendOpcode.RDMA_WRITE_WITH_IMM)
