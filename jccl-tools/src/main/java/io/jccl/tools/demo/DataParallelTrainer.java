@@ -39,6 +39,11 @@ public final class DataParallelTrainer {
         this.seed = seed;
     }
 
+    /** Where rank {@code rank}'s contiguous share of a batch of {@code size} starts (rank = worldSize: the end). */
+    static int shareStart(int size, int rank, int worldSize) {
+        return (int) ((long) size * rank / worldSize);
+    }
+
     /** Trains for {@code epochs} and returns the model; the loss reported is the global mean (it is reduced too). */
     public MultilayerPerceptron train(MultilayerPerceptron model, int epochs, GradientSum sum,
                                       Consumer<EpochReport> progress) {
@@ -56,8 +61,8 @@ public final class DataParallelTrainer {
             for (int start = 0; start < n; start += batchSize) {
                 int end = Math.min(n, start + batchSize);
                 int size = end - start;
-                int from = start + (int) ((long) size * rank / worldSize);
-                int to = start + (int) ((long) size * (rank + 1) / worldSize);
+                int from = start + shareStart(size, rank, worldSize);
+                int to = start + shareStart(size, rank + 1, worldSize);
                 java.util.Arrays.fill(gradient, 0f);
                 double localLoss = 0;
                 for (int i = from; i < to; i++) {
