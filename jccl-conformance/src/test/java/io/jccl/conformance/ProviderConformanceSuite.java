@@ -113,6 +113,14 @@ public abstract class ProviderConformanceSuite {
         return List.of();
     }
 
+    /**
+     * A command that peer JVMs are started through (default none), for example {@code ip netns exec h2} to put
+     * the peer on another "host" of the network-namespace test bed.
+     */
+    protected List<String> peerCommandPrefix() {
+        return List.of();
+    }
+
     /** Where the other end of a connection lives. */
     public enum PeerMode {
         /** The peer has its own context in this JVM. */
@@ -168,7 +176,7 @@ public abstract class ProviderConformanceSuite {
             cleanup.push(peer);
             return peer;
         }
-        String key = deviceName() + " " + peerJvmArguments();
+        String key = deviceName() + " " + peerCommandPrefix() + " " + peerJvmArguments();
         RemotePeer peer;
         synchronized (IDLE_PEER_PROCESSES) {
             peer = IDLE_PEER_PROCESSES.computeIfAbsent(key, k -> new ArrayDeque<>()).pollFirst();
@@ -177,7 +185,7 @@ public abstract class ProviderConformanceSuite {
             if (peer != null) {
                 peer.close();
             }
-            peer = RemotePeer.launch(deviceName(), peerJvmArguments());
+            peer = RemotePeer.launch(deviceName(), peerCommandPrefix(), peerJvmArguments());
         }
         RemotePeer leased = peer;
         cleanup.push(() -> {

@@ -75,7 +75,15 @@ public final class RemotePeer implements PeerSide {
      *     {@code peerJvmArguments()}), after the flags inherited from this JVM
      */
     public static RemotePeer launch(String deviceName, List<String> extraJvmArguments) {
-        List<String> command = new ArrayList<>();
+        return launch(deviceName, List.of(), extraJvmArguments);
+    }
+
+    /**
+     * Starts a peer JVM through {@code commandPrefix} (for example {@code ip netns exec h2}, which execs the JVM in
+     * another network namespace); otherwise as {@link #launch(String, List)}.
+     */
+    public static RemotePeer launch(String deviceName, List<String> commandPrefix, List<String> extraJvmArguments) {
+        List<String> command = new ArrayList<>(commandPrefix);
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         command.addAll(inheritedJvmArguments());
         command.addAll(extraJvmArguments);
