@@ -77,7 +77,8 @@ class Harness:
     def jccl_cmd(self, np_, impl, spec, transport_env, main="io.jccl.benchmarks.CollectiveBench", args=None,
                  netns=False):
         java = [B.java_bin(), *JVM_FLAGS, *self.a.jvm_opt, "-cp", BENCH_CP, main]
-        java += args if args is not None else [impl, spec, str(self.a.blocks), str(self.a.target)]
+        java += args if args is not None else [impl, spec, str(self.a.blocks), str(self.a.target),
+                                               str(self.a.jit_warmup)]
         env = dict(self.env)
         env.update(transport_env)
         if netns:
@@ -279,7 +280,9 @@ def report(h, a, t_start):
       f" in {(time.monotonic() - t_start) / 60:.1f} min; {a.rounds} round(s), JCCL and peers alternating "
       f"(order reversed every other round). Cells: median over rounds of each run's median block time "
       f"(mpi_coll.c method: warm-up 3, estimate 5, iters = {a.target} s / estimate, {a.blocks} blocks, block time = "
-      f"MAX over ranks), `[min–max]` over rounds. GB/s = 1e9 B/s. busbw = nccl-tests factor × bytes / median time "
+      f"MAX over ranks), `[min–max]` over rounds. JCCL ranks first run each case 20000 times or "
+      f"{a.jit_warmup} s ({10 * a.jit_warmup:.1f} s up to 64 KiB), whichever comes first (JIT warm-up; "
+      f"`--jit-warmup 0` = none). GB/s = 1e9 B/s. busbw = nccl-tests factor × bytes / median time "
       f"(allreduce 2(n−1)/n, allgather (n−1)/n, broadcast 1); allgather size = total output. Ratios > 1 mean JCCL is "
       f"better (busbw ratio = peer time / JCCL time).\n")
     A("```\n" + "\n".join(B.machine_lines() + B.version_lines()) + "\n```\n")
@@ -469,6 +472,9 @@ def main():
                     help="comma list of shm,np4,tcp,netns,startup (netns needs root and scripts/netns.sh)")
     ap.add_argument("--blocks", type=int, default=5)
     ap.add_argument("--target", type=float, default=0.2, help="seconds per block (mpi_coll.c's target)")
+    ap.add_argument("--jit-warmup", type=float, default=0.3,
+                    help="JCCL only: before mpi_coll.c's method, run each case 20000 times or this many seconds (10x "
+                         "up to 64 KiB), whichever first; 0 = exactly mpi_coll.c (the first sizes then run cold)")
     ap.add_argument("--gloo-np4", action="store_true", help="also run gloo with 4 ranks (not a target)")
     ap.add_argument("--startup-launches", type=int, default=5)
     ap.add_argument("--launcher", choices=("jccl", "direct"), default="jccl",

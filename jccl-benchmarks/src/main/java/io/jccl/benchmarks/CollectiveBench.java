@@ -13,7 +13,10 @@ import java.util.Locale;
  *
  * <pre>
  * usage: CollectiveBench &lt;impl-label&gt; [ops-spec] [blocks] [target_seconds]
+ *   [jit_warmup_seconds]
  *   ops-spec like "allreduce:8,1024;bcast:1048576;allgather:1048576" (bytes; allgather = total output bytes)
+ *   jit_warmup_seconds: before the method below, run each case 20000 times or this long (10x up to 64 KiB),
+ *   whichever comes first (default 0 = exactly mpi_coll.c)
  * </pre>
  *
  * <p>Method, per op and size: 3 warm-up ops; Barrier; 5 ops timed, the estimate is the MAX over ranks; iters =
@@ -68,6 +71,18 @@ public final class CollectiveBench {
 
     /** Runs the benchmark; returns the exit status. */
     public static int run(BenchBackend comm, String impl, String spec, int blocks, double target) {
+        return run(comm, impl, spec, blocks, target, 0);
+    }
+
+    /**
+     * Runs the benchmark with an optional JIT warm-up: before mpi_coll.c's own 3 warm-up ops of each case, the
+     * operation runs {@link #WARMUP_OPS} times or for {@code jitWarmupSeconds} (ten times that up to 64 KiB),
+     * whichever comes first (0: no warm-up, exactly mpi_coll.c). The compiled code of a JVM
+     * library is only as fast as C once it has run some thousand times; mpi_coll.c's 3 + 5 ops leave the first
+     * sizes of a sweep to the interpreter and the first compiler tier.
+     */
+    public static int run(BenchBackend comm, String impl, String spec, int blocks, double target,
+                          double jitWarmupSeconds) {
         int rank = comm.rank();
         int n = comm.size();
         blocks = Math.max(1, Math.min(blocks, 100));
@@ -107,6 +122,9 @@ public final class CollectiveBench {
             Runnable op = ar ? () -> comm.allReduceSum(sb, rb, count)
                 : ag ? () -> comm.allGather(sb, rb, count)
                 : () -> comm.broadcast(sb, count, 0);
+            if (jitWarmupSeconds > 0) {
+                warmUp(comm, op, c.bytes(), jitWarmupSeconds);
+            }
             for (int i = 0; i < 3; i++) {
                 op.run();
             }
@@ -150,6 +168,41 @@ public final class CollectiveBench {
         return 0;
     }
 
+    /** Operations after which the warm-up of a case stops (C2 compiles after roughly 10 000 invocations). */
+    static final long WARMUP_OPS = 20000;
+
+    /**
+     * JIT warm-up of one case: runs op until {@link #WARMUP_OPS} operations or {@code seconds} have passed
+     * (ten times that for cases of 64 KiB or less: those are the ones that start cold, before any loop has been
+     * compiled, and are slow until C2 has compiled the path), in chunks sized from a MAX-over-ranks estimate, so that
+     * every rank runs the same number of operations (every decision uses values all ranks share).
+     */
+    static void warmUp(BenchBackend comm, Runnable op, long bytes, double seconds) {
+        double cap = bytes <= 65536 ? 10 * seconds : seconds;
+        double spent = 0;
+        long ops = 0;
+        while (spent < cap && ops < WARMUP_OPS) {
+            long t0 = System.nanoTime();
+            for (int i = 0; i < 5; i++) {
+                op.run();
+            }
+            double est = comm.maxOverRanks((System.nanoTime() - t0) * 1e-9 / 5);
+            spent += 5 * est;
+            ops += 5;
+            double left = cap - spent;
+            if (left < 5 * est) {
+                break;
+            }
+            long n = (long) Math.max(1, Math.min(WARMUP_OPS - ops, 0.5 * left / Math.max(est, 1e-9)));
+            t0 = System.nanoTime();
+            for (long i = 0; i < n; i++) {
+                op.run();
+            }
+            ops += n;
+            spent += comm.maxOverRanks((System.nanoTime() - t0) * 1e-9);
+        }
+    }
+
     /** Checks every element of the result; returns a description of the first mismatch, or null. */
     static String check(String op, int rank, int n, MemorySegment sb, MemorySegment rb, long count) {
         switch (op) {
@@ -184,15 +237,20 @@ public final class CollectiveBench {
         return null;
     }
 
-    /** Entry point: {@code <impl-label> [ops-spec] [blocks] [target_seconds]}. */
+    /** Entry point: {@code <impl-label> [ops-spec] [blocks] [target_seconds] [jit_warmup_seconds_per_case]}. */
     public static void main(String[] args) throws Exception {
         String impl = args.length > 0 ? args[0] : "jccl";
         String spec = args.length > 1 ? args[1] : DEFAULT_SPEC;
         int blocks = args.length > 2 ? Integer.parseInt(args[2]) : 5;
         double target = args.length > 3 ? Double.parseDouble(args[3]) : 0.2;
+        double jitWarmup = args.length > 4 ? Double.parseDouble(args[4]) : 0;
         int status;
         try (BenchBackend comm = BenchBackend.fromEnvironment()) {
-            status = run(comm, impl, spec, blocks, target);
+            if (comm.rank() == 0 && jitWarmup > 0) {
+                System.out.printf(Locale.ROOT, "# JIT warm-up: each case runs %d ops or %.2f s (%.1f s up to 64 KiB), "
+                    + "whichever first, before mpi_coll.c's method%n", WARMUP_OPS, jitWarmup, 10 * jitWarmup);
+            }
+            status = run(comm, impl, spec, blocks, target, jitWarmup);
         }
         System.exit(status);
     }
