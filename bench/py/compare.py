@@ -235,6 +235,8 @@ class Harness:
                     seq.append(pp.pop(0))
             B.log(f"=== round {rnd + 1}/{self.a.rounds}: " + ", ".join(f"{c}:{i}" for c, i, *_ in seq))
             for config, impl, np_, spec, kind in seq:
+                if config == "netns" and rnd >= self.a.netns_rounds:
+                    continue
                 if kind:
                     cmd, env = self.jccl_cmd(np_, impl, spec, self.transport_env("tcp" if kind == "netns" else kind),
                                              netns=kind == "netns")
@@ -393,7 +395,8 @@ def report(h, a, t_start):
              "gloo is the same run as in the shm table (gloo always uses TCP); Open MPI C with `--mca btl self,tcp` "
              "for reference."),
             ("netns", "jccl-netns", "netns", "torch-gloo-netns",
-             "2 ranks on two network-namespace hosts (scripts/netns.sh: veth + bridge, no shaping)",
+             f"2 ranks on two network-namespace hosts (scripts/netns.sh: veth + bridge, no shaping; "
+             f"{min(a.rounds, a.netns_rounds)} round(s))",
              "Rank i runs in namespace h(i+1) (10.77.0.i+1, eth0); JCCL gets `JCCL_HOST_ID=h1/h2` so it treats them "
              "as two hosts (tcp0, no direct path); gloo with `GLOO_SOCKET_IFNAME=eth0`.")):
         if cfg not in a.configs:
@@ -476,6 +479,8 @@ def main():
                     help="JCCL only: before mpi_coll.c's method, run each case 20000 times or this many seconds (10x "
                          "up to 64 KiB), whichever first; 0 = exactly mpi_coll.c (the first sizes then run cold)")
     ap.add_argument("--gloo-np4", action="store_true", help="also run gloo with 4 ranks (not a target)")
+    ap.add_argument("--netns-rounds", type=int, default=1,
+                    help="rounds of the netns configuration (default 1: it is the slowest, the run must fit a window)")
     ap.add_argument("--startup-launches", type=int, default=5)
     ap.add_argument("--launcher", choices=("jccl", "direct"), default="jccl",
                     help="start JCCL ranks with ./jccl run (default) or directly with the same environment")
