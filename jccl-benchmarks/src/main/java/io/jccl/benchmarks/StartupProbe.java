@@ -25,6 +25,8 @@ public final class StartupProbe {
             comm.barrier();
             long t2 = System.nanoTime();
             double sinceStart = processAgeMs();
+            System.err.printf(Locale.ROOT, "# rank %d: create %.1f ms, create+barrier %.1f ms, process start -> "
+                + "barrier done %.0f ms%n", comm.rank(), (t1 - t0) / 1e6, (t2 - t0) / 1e6, sinceStart);
             double create = comm.maxOverRanks((t1 - t0) / 1e6);
             double ready = comm.maxOverRanks((t2 - t0) / 1e6);
             double fromStart = comm.maxOverRanks(sinceStart);
