@@ -26,6 +26,13 @@ final class PeerLink {
     final long startTime;
     final Doorbell doorbell;
     private final Arena arena;
+    /**
+     * The peer's TAIL as last read (owner QP lock): while HEAD stays below it the sender claims without reading
+     * TAIL again, since descriptors below a TAIL it acquired stay published until claimed.
+     */
+    long tailSeen;
+    /** One past the last index this QP claimed: a HEAD below it means the peer went through RESET. */
+    long headSeen;
 
     private PeerLink(long pid, int queuePairNumber, Arena arena, MemorySegment queuePairFile, ShmKeyTable keys,
                      MemorySegment contextFile) {

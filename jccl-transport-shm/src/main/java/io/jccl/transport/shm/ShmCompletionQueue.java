@@ -80,6 +80,9 @@ public final class ShmCompletionQueue extends SoftCompletionQueue {
                     }
                     long capNs = hasTimedWork() ? IdleStrategy.PARK_MAX_NS : IDLE_SLEEP_NS;
                     doorbell.await(sequence, Math.min(deadline - now, capNs), TIMESPEC.get());
+                    for (ShmQueuePair queuePair : queuePairs) {
+                        queuePair.lookFullyNextPoll(); // after a sleep, the liveness timers are due at once
+                    }
                 } finally {
                     doorbell.leave();
                 }
