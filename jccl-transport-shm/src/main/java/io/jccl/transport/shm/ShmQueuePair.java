@@ -227,6 +227,17 @@ public final class ShmQueuePair extends AbstractQueuePair {
     // ------------------------------------------------------------------------------------------------ progress
 
     @Override
+    protected boolean executesSendsUnderPostLock() {
+        return true;
+    }
+
+    @Override
+    protected void onSendPostedLocked() {
+        checkSharedState();
+        executeSends();
+    }
+
+    @Override
     protected void onSendPosted() {
         lock.lock();
         try {

@@ -291,6 +291,9 @@ public abstract class AbstractQueuePair implements QueuePair, Progressable {
             if (current == QueuePairState.ERROR) {
                 flushSends();
                 kick = false;
+            } else if (executesSendsUnderPostLock()) {
+                onSendPostedLocked(); // saves a second lock round trip per post
+                kick = false;
             } else {
                 kick = true;
             }
@@ -300,6 +303,23 @@ public abstract class AbstractQueuePair implements QueuePair, Progressable {
         if (kick) {
             onSendPosted();
         }
+    }
+
+    /**
+     * Whether {@link #postSend} should start execution with {@link #onSendPostedLocked()} while it still holds the
+     * lock, instead of calling {@link #onSendPosted()} after releasing it. For providers whose execution runs under
+     * the lock anyway (a memory copy, no blocking I/O). Default false.
+     */
+    protected boolean executesSendsUnderPostLock() {
+        return false;
+    }
+
+    /**
+     * Called by {@link #postSend} under the lock, on an open QP not in ERR, after a send was queued, when
+     * {@link #executesSendsUnderPostLock()} is true.
+     */
+    protected void onSendPostedLocked() {
+        throw new UnsupportedOperationException("onSendPostedLocked");
     }
 
     private void validateSend(SendWorkRequest request) {
