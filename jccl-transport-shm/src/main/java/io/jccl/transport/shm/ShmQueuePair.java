@@ -65,7 +65,8 @@ public final class ShmQueuePair extends AbstractQueuePair {
     private final long token = SecureIds.nonce();
     private final int depth;
     private final int entrySize;
-    private final CounterSet counters;
+    /** This QP's share of the context's counters: every update happens under the QP lock, so no atomics. */
+    private final CounterSet.Local counters;
     private final CrossMemoryAttach cma;
     private final ShmKeyTable.Entry remoteEntry = new ShmKeyTable.Entry();
     private final ShmKeyTable.Entry scratchEntry = new ShmKeyTable.Entry();
@@ -93,7 +94,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
     ShmQueuePair(ShmProtectionDomain domain, ShmContext context, QueuePairInitAttributes init) {
         super(domain, init);
         this.shmContext = context;
-        this.counters = context.counterSet();
+        this.counters = context.counterSet().newLocal();
         this.depth = init.maxReceiveWorkRequests();
         this.entrySize = QueuePairFile.entrySize(init.maxReceiveSge());
         this.cma = new CrossMemoryAttach(arena);
@@ -106,6 +107,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
             mapped = ShmFiles.createAndMap(path, QueuePairFile.fileSize(depth, init.maxReceiveSge()), fileArena);
         } catch (RuntimeException e) {
             fileArena.close();
+            counters.close();
             context.queuePairs().remove(queuePairNumber);
             throw e;
         }
@@ -216,6 +218,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
             queue.unregister(this);
         }
         INT.setRelease(file, STATE, S_DESTROYED);
+        counters.close();
         if (peer != null) {
             peer.close();
             peer = null;
