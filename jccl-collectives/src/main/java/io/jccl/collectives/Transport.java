@@ -157,7 +157,10 @@ final class Transport implements AutoCloseable {
         p.remoteInboxAddress = Long.parseUnsignedLong(f[1], 16);
         p.remoteInboxRkey = Integer.parseUnsignedInt(f[2], 16);
         p.qp.modify(QueuePairAttributes.toReadyToReceive(remote));
-        p.qp.modify(QueuePairAttributes.toReadyToSend(p.qp.initialPsn()));
+        // Local ACK timeout 18 (4.096 us x 2^18 = 1.07 s) x 8 tries: ranks reach RTR seconds apart when the host is
+        // loaded (joining is a store round per peer), and a transport must not give up on a peer that is merely
+        // late. Dead peers are still found at once (lost connection, shm liveness) and by the engine's deadlines.
+        p.qp.modify(QueuePairAttributes.toReadyToSend(p.qp.initialPsn()).timeout(18));
         Log log = Log.get();
         if (log.enabled(Log.Level.INFO, Log.Subsys.NET)) {
             log.info(rank, Log.Subsys.NET, "QP 0x" + Integer.toHexString(p.qp.queuePairNumber()) + " on "
