@@ -7,8 +7,10 @@ import jdk.incubator.vector.DoubleVector;
 import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.IntVector;
 import jdk.incubator.vector.LongVector;
+import jdk.incubator.vector.ShortVector;
 import jdk.incubator.vector.VectorMask;
 import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorShape;
 import jdk.incubator.vector.VectorSpecies;
 
 import java.lang.foreign.MemorySegment;
@@ -19,13 +21,17 @@ import java.nio.ByteOrder;
  * class is never linked when {@code jdk.incubator.vector} is absent. Tails shorter than a vector use the scalar
  * loops, so results match {@link ScalarKernels} bit for bit. bfloat16 uses the int-pair trick: each 32-bit lane
  * holds two bf16 values that are widened with a shift and a mask, combined in float32 and rounded back to
- * nearest even. float16 has no vector conversion in this Vector API release and runs the scalar loop, whose
- * {@link Float#float16ToFloat} conversions are intrinsics.
+ * nearest even. float16 is loaded as shorts and zero-extended to one element per int lane, converted branch-free
+ * (half → float by a shift and a multiplication by 2^112, float → half with round-to-nearest-even by the method of
+ * F. Giesen's float_to_half_fast3_rtne); a vector whose result holds a NaN is redone by the scalar loop.
  */
 final class VectorKernels implements ReduceKernels {
     private static final ByteOrder NO = ByteOrder.nativeOrder();
     private static final VectorSpecies<Byte> BS = ByteVector.SPECIES_PREFERRED;
     private static final VectorSpecies<Integer> IS = IntVector.SPECIES_PREFERRED;
+    /** Shorts of half the preferred width: one float16 per int lane of {@link #IS}. */
+    private static final VectorSpecies<Short> HS =
+        VectorSpecies.of(short.class, VectorShape.forBitSize(IS.vectorBitSize() / 2));
     private static final VectorSpecies<Long> LS = LongVector.SPECIES_PREFERRED;
     private static final VectorSpecies<Float> FS = FloatVector.SPECIES_PREFERRED;
     private static final VectorSpecies<Double> DS = DoubleVector.SPECIES_PREFERRED;
@@ -65,7 +71,7 @@ final class VectorKernels implements ReduceKernels {
             case UINT8 -> i8(op, s, o, n, d, dOff, count, divisor, true);
             case INT32 -> i32(op, s, o, n, d, dOff, count, divisor);
             case INT64 -> i64(op, s, o, n, d, dOff, count, divisor);
-            case FLOAT16 -> ScalarKernels.f16(op, s, o, n, d, dOff, 0, count, divisor);
+            case FLOAT16 -> f16(op, s, o, n, d, dOff, count, divisor);
             case BFLOAT16 -> bf16(op, s, o, n, d, dOff, count, divisor);
             case FLOAT32 -> f32(op, s, o, n, d, dOff, count, divisor);
             case FLOAT64 -> f64(op, s, o, n, d, dOff, count, divisor);
@@ -238,6 +244,79 @@ final class VectorKernels implements ReduceKernels {
             ScalarKernels.divideRange(unsigned ? DataType.UINT8 : DataType.INT8, d, dOff, 0, bound, divisor);
         }
         ScalarKernels.i8(op, s, o, n, d, dOff, bound, count, divisor, unsigned);
+    }
+
+    /**
+     * float16: each 32-bit lane holds one element (loaded as shorts and zero-extended, stored back narrowed), converted
+     * branch-free. Combining starts from the operator's identity (exact for every non-NaN x: -0 + x, 1 * x,
+     * min(+inf, x), max(-inf, x)) so that each conversion appears once in the loop: the loop body must stay under
+     * C2's node-count inlining cutoff, past which the conversions are not inlined and every vector is boxed (seen:
+     * ~5 GB/s and constant GCs). A block whose result holds a NaN is redone by the scalar loop, so NaN lanes come out
+     * exactly as with the scalar kernels.
+     */
+    private static void f16(ReduceOp op, MemorySegment[] s, long[] o, int n, MemorySegment d, long dOff, long count,
+                            int divisor) {
+        boolean avg = op == ReduceOp.AVG && divisor > 1;
+        int lanes = IS.length();
+        long bound = count - count % lanes;
+        FloatVector identity = FloatVector.broadcast(FS, switch (op) {
+            case SUM, AVG -> -0.0f;
+            case PROD -> 1.0f;
+            case MIN -> Float.POSITIVE_INFINITY;
+            case MAX -> Float.NEGATIVE_INFINITY;
+        });
+        for (long i = 0; i < bound; i += lanes) {
+            long b = i * 2;
+            FloatVector acc = identity;
+            for (int j = 0; j < n; j++) {
+                IntVector h = (IntVector) ShortVector.fromMemorySegment(HS, s[j], o[j] + b, NO)
+                    .convertShape(VectorOperators.ZERO_EXTEND_S2I, IS, 0);
+                acc = combine(op, acc, halfToFloat(h.lanewise(VectorOperators.LSHL, 16)));
+            }
+            if (avg) {
+                acc = acc.div(divisor);
+            }
+            if (acc.compare(VectorOperators.NE, acc).anyTrue()) {
+                ScalarKernels.f16(op, s, o, n, d, dOff, i, i + lanes, divisor);
+                continue;
+            }
+            floatToHalf(acc).convertShape(VectorOperators.I2S, HS, 0).intoMemorySegment(d, dOff + b, NO);
+        }
+        ScalarKernels.f16(op, s, o, n, d, dOff, bound, count, divisor);
+    }
+
+    private static final int F16_MAX = (127 + 16) << 23; // 65536.0f: at or above rounds to infinity
+    private static final int F16_DENORM_MAGIC = ((127 - 15) + (23 - 10) + 1) << 23; // 0.5f
+    private static final float F16_DENORM_MAGIC_F = Float.intBitsToFloat(F16_DENORM_MAGIC);
+
+    /**
+     * float16 bits in the upper 16 bits of each lane (lower 16 bits zero) → float32, exactly as
+     * {@link Float#float16ToFloat} (NaN keeps sign and payload). The half's exponent and significand are moved to the
+     * bottom of the float's and the result multiplied by 2^112 (exact, subnormals included); Inf/NaN get the
+     * all-ones exponent.
+     */
+    static FloatVector halfToFloat(IntVector v) {
+        FloatVector f = v.lanewise(VectorOperators.ASHR, 3).and(0x8FFFE000).reinterpretAsFloats().mul(0x1p112f);
+        return f.reinterpretAsInts().blend(f.reinterpretAsInts().or(0x7F800000),
+            v.and(0x7C000000).compare(VectorOperators.EQ, 0x7C000000)).reinterpretAsFloats();
+    }
+
+    /**
+     * float32 → float16 bits in the low 16 bits of each lane (upper bits zero), as {@link Float#floatToFloat16}:
+     * round to nearest even, overflow to infinity, subnormals rounded once (method of F. Giesen's
+     * float_to_half_fast3_rtne). NaN lanes give an infinity: callers must not use them.
+     */
+    static IntVector floatToHalf(FloatVector v) {
+        IntVector bits = v.reinterpretAsInts();
+        IntVector f = bits.and(0x7FFFFFFF);
+        // normal range: rebias, add 0xfff + the odd bit, shift (a carry into the exponent rounds up correctly)
+        IntVector normal = f.add(((15 - 127) << 23) + 0xFFF).add(f.lanewise(VectorOperators.LSHR, 13).and(1))
+            .lanewise(VectorOperators.LSHR, 13);
+        // subnormal range: the float adder rounds at the half subnormal ulp (2^-24, the ulp of 0.5f)
+        IntVector sub = v.abs().add(F16_DENORM_MAGIC_F).reinterpretAsInts().sub(F16_DENORM_MAGIC);
+        IntVector r = normal.blend(sub, f.compare(VectorOperators.LT, 113 << 23))
+            .blend(0x7C00, f.compare(VectorOperators.GE, F16_MAX));
+        return r.or(bits.lanewise(VectorOperators.LSHR, 16).and(0x8000));
     }
 
     /** bfloat16 with the int-pair trick: 2 elements per 32-bit lane. */
