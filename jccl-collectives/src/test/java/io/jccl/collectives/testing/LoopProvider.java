@@ -113,14 +113,10 @@ public final class LoopProvider implements VerbsProvider {
 
         @Override
         protected SoftMemoryRegion allocate(long length, int access, int regionCount) {
-            Arena arena = Arena.ofShared();
-            MemorySegment segment = arena.allocate(length, 4096);
-            return new SoftMemoryRegion(this, segment, SecureIds.key(), SecureIds.key(), access) {
-                @Override
-                protected void release() {
-                    arena.close();
-                }
-            };
+            // Like shm's mapped files: a view a peer already holds stays readable after the owner deregisters
+            // (the key is refused for new requests), so memory lives as long as any view of it (automatic arena).
+            MemorySegment segment = Arena.ofAuto().allocate(length, 4096);
+            return new SoftMemoryRegion(this, segment, SecureIds.key(), SecureIds.key(), access);
         }
 
         @Override
