@@ -592,6 +592,13 @@ public final class Communicator implements AutoCloseable {
         return b.asSlice(0, bytes);
     }
 
+    /** A one-rank collective's result is its input: copy it over unless the call is in place. */
+    private static void copyUnlessInPlace(MemorySegment send, MemorySegment recv, long bytes) {
+        if (!same(send, recv)) {
+            MemorySegment.copy(send, 0, recv, 0, bytes);
+        }
+    }
+
     private static boolean same(MemorySegment a, MemorySegment b) {
         return a == b || a.equals(b) || (a.isNative() && b.isNative() && a.address() == b.address());
     }
@@ -1021,9 +1028,7 @@ public final class Communicator implements AutoCloseable {
             return;
         }
         if (size == 1) {
-            if (!same(send, recv)) {
-                MemorySegment.copy(send, 0, recv, 0, block);
-            }
+            copyUnlessInPlace(send, recv, block);
             return;
         }
         if (a == Algorithm.DIRECT) {
@@ -1066,9 +1071,7 @@ public final class Communicator implements AutoCloseable {
             return;
         }
         if (size == 1) {
-            if (!same(send, recv)) {
-                MemorySegment.copy(send, 0, recv, 0, block);
-            }
+            copyUnlessInPlace(send, recv, block);
             return;
         }
         if (a == Algorithm.DIRECT) {
@@ -1103,9 +1106,7 @@ public final class Communicator implements AutoCloseable {
             return;
         }
         if (size == 1) {
-            if (!same(send, recv)) {
-                MemorySegment.copy(send, 0, recv, 0, block);
-            }
+            copyUnlessInPlace(send, recv, block);
             return;
         }
         if (a == Algorithm.DIRECT) {
