@@ -56,6 +56,11 @@ public final class TestsCommand implements Callable<Integer> {
     @Option(names = {"-w", "--warmup_iters"}, paramLabel = "N", description = "warm-up iterations (default 5)")
     int warmup = 5;
 
+    @Option(names = "--jit_warmup", paramLabel = "N", description = "JCCL addition: before the table, run every size "
+        + "and placement N unmeasured times (fewer for large sizes, at most 256 MiB moved per size) so the JIT has "
+        + "compiled the collective path before anything is timed; 0 = off, as nccl-tests (default 2000)")
+    int jitWarmup = 2000;
+
     @Option(names = {"-c", "--check"}, paramLabel = "0|1", description = "check results (default 1)")
     int check = 1;
 
@@ -187,7 +192,13 @@ public final class TestsCommand implements Callable<Integer> {
             out.println("# Using devices");
         }
         printDevices(comm, print);
+        long jitStartNs = System.nanoTime();
+        int jitRuns = jitWarmUp(comm, coll, sizes, sendBuffer, recvBuffer);
         if (print) {
+            if (jitWarmup > 0) {
+                out.printf(Locale.ROOT, "# JIT warm-up: %d unmeasured runs over all sizes in %.1f s (--jit_warmup %d)%n",
+                    jitRuns, (System.nanoTime() - jitStartNs) / 1e9, jitWarmup);
+            }
             out.print(CollectiveReport.header());
             out.flush();
         }
@@ -212,15 +223,9 @@ public final class TestsCommand implements Callable<Integer> {
             for (boolean inPlace : new boolean[] {false, true}) {
                 MemorySegment send = coll.send(sendBuffer, recvBuffer, block, inPlace);
                 MemorySegment recv = coll.recv(recvBuffer, block, inPlace);
-                for (int i = 0; i < warmup; i++) {
-                    coll.run(comm, send, recv, block);
-                }
+                runs(comm, coll, send, recv, block, warmup);
                 comm.barrier();
-                long t0 = System.nanoTime();
-                for (int i = 0; i < iterations; i++) {
-                    coll.run(comm, send, recv, block);
-                }
-                double timeUs = combineTime((System.nanoTime() - t0) / 1e3 / iterations, comm);
+                double timeUs = combineTime(runs(comm, coll, send, recv, block, iterations) / 1e3 / iterations, comm);
                 String wrong = "N/A";
                 if (check != 0) {
                     recvBuffer.asSlice(0, bufferBytes).fill((byte) 0);
@@ -271,6 +276,48 @@ public final class TestsCommand implements Callable<Integer> {
             }
         }
         return totalWrong == 0 ? 0 : 1;
+    }
+
+    /**
+     * Runs the collective {@code count} times and returns the elapsed nanoseconds. Warm-up, JIT warm-up and the timed
+     * loop all go through here, so the loop the JIT compiles while warming up is the loop that is then timed (an
+     * on-stack replacement in the middle of the first timed size was what made nccl-tests-style means erratic).
+     */
+    private static long runs(Communicator comm, CollectiveTest coll, MemorySegment send, MemorySegment recv,
+                             long block, int count) {
+        long t0 = System.nanoTime();
+        for (int i = 0; i < count; i++) {
+            coll.run(comm, send, recv, block);
+        }
+        return System.nanoTime() - t0;
+    }
+
+    /**
+     * The unmeasured pass over every size and placement ({@code --jit_warmup}); returns how many runs it made. The
+     * count per size is a pure function of the size, so every rank makes the same calls.
+     */
+    private int jitWarmUp(Communicator comm, CollectiveTest coll, List<Long> sizes, MemorySegment sendBuffer,
+                          MemorySegment recvBuffer) {
+        int total = 0;
+        for (long size : sizes) {
+            long block = coll.blockCount(size);
+            if (block == 0 || jitWarmup <= 0) {
+                continue;
+            }
+            int count = jitRunsFor(coll.sizeBytes(block), jitWarmup);
+            for (boolean inPlace : new boolean[] {false, true}) {
+                runs(comm, coll, coll.send(sendBuffer, recvBuffer, block, inPlace), coll.recv(recvBuffer, block,
+                    inPlace), block, count);
+                total += count;
+            }
+        }
+        return total;
+    }
+
+    /** JIT warm-up runs for one size: {@code limit}, capped so that at most 256 MiB move per size (at least 1). */
+    static int jitRunsFor(long sizeBytes, int limit) {
+        long cap = Math.max(1, (256L << 20) / Math.max(1, sizeBytes));
+        return (int) Math.min(limit, cap);
     }
 
     /** Combines the ranks' times as nccl-tests' {@code -a}: rank 0's, the average, the minimum or the maximum. */

@@ -40,6 +40,7 @@ class CollectiveSystemTest {
             assertEquals("0", c[8], "out-of-place #wrong");
             assertEquals("0", c[12], "in-place #wrong");
         }
+        assertTrue(text.contains("# JIT warm-up: "), "the JIT warm-up pass reports itself: " + text);
         assertTrue(text.contains("# Out of bounds values : 0 OK"), text);
         assertTrue(text.contains("# Avg bus bandwidth    : "), text);
     }
