@@ -74,6 +74,15 @@ public final class DevInfoPrinter {
      * @param counters the opened context's counters, printed with {@code verbose}; may be null
      */
     public static String devinfo(DeviceAttributes a, boolean verbose, int port, Map<Counter, Long> counters) {
+        return devinfo(a, verbose, port, counters, "this process's context");
+    }
+
+    /**
+     * As {@link #devinfo(DeviceAttributes, boolean, int, Map)}, with {@code whose} naming whose counters they are
+     * ({@code "process 1234's context"}).
+     */
+    public static String devinfo(DeviceAttributes a, boolean verbose, int port, Map<Counter, Long> counters,
+                                 String whose) {
         StringBuilder out = new StringBuilder();
         line(out, "hca_id:\t%s", a.deviceName());
         line(out, "\ttransport:\t\t\t%s", transport(a.transport()));
@@ -122,7 +131,7 @@ public final class DevInfoPrinter {
             out.append(System.lineSeparator());
         }
         if (verbose && counters != null) {
-            line(out, "\tcounters (this process's context; bytes, not 4-byte words):");
+            line(out, "\tcounters (%s; bytes, not 4-byte words):", whose);
             for (Map.Entry<Counter, Long> e : counters.entrySet()) {
                 String name = e.getKey().linuxName() + ":";
                 // Values line up at column 48 (tab stops every 8), as ibv_devinfo's fields do.

@@ -19,7 +19,7 @@ public abstract class AbstractContext implements Context {
     private final KeyTable<SoftMemoryRegion> localKeys = new KeyTable<>();
     private final KeyTable<SoftMemoryRegion> remoteKeys = new KeyTable<>();
     private final KeyTable<AbstractQueuePair> queuePairs = new KeyTable<>();
-    private final CounterSet counters = new CounterSet();
+    private final CounterSet counters;
     private final List<AbstractProtectionDomain> domains = new ArrayList<>();
     private final List<SoftCompletionQueue> completionQueues = new ArrayList<>();
     private volatile boolean closed;
@@ -27,6 +27,8 @@ public abstract class AbstractContext implements Context {
     /** A context of {@code device}. */
     protected AbstractContext(Device device) {
         this.device = device;
+        // Published in a counter file, so `jccl devinfo -v --pid PID` can read them from outside.
+        this.counters = CounterSet.forContext(device.name());
     }
 
     @Override
@@ -123,7 +125,11 @@ public abstract class AbstractContext implements Context {
             }
             completionQueues.clear();
         }
-        closeProvider();
+        try {
+            closeProvider();
+        } finally {
+            counters.close();
+        }
     }
 
     /** Releases the provider's own resources (threads, files, sockets). */
