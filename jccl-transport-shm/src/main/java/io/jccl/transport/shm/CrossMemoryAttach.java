@@ -27,31 +27,8 @@ final class CrossMemoryAttach {
     /** errno: not permitted. */
     static final int EPERM = 1;
 
-    private static final MethodHandle READV;
-    private static final MethodHandle WRITEV;
     private static final StructLayout CAPTURE = Linker.Option.captureStateLayout();
     private static final VarHandle ERRNO = CAPTURE.varHandle(MemoryLayout.PathElement.groupElement("errno"));
-    private static final Throwable UNAVAILABLE;
-
-    static {
-        MethodHandle readv = null;
-        MethodHandle writev = null;
-        Throwable failure = null;
-        try {
-            Linker linker = Linker.nativeLinker();
-            FunctionDescriptor descriptor = FunctionDescriptor.of(ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT,
-                ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG,
-                ValueLayout.JAVA_LONG);
-            Linker.Option errno = Linker.Option.captureCallState("errno");
-            readv = linker.downcallHandle(linker.defaultLookup().findOrThrow("process_vm_readv"), descriptor, errno);
-            writev = linker.downcallHandle(linker.defaultLookup().findOrThrow("process_vm_writev"), descriptor, errno);
-        } catch (Throwable t) {
-            failure = t;
-        }
-        READV = readv;
-        WRITEV = writev;
-        UNAVAILABLE = failure;
-    }
 
     private final MemorySegment localIov;
     private final MemorySegment remoteIov;
@@ -65,17 +42,17 @@ final class CrossMemoryAttach {
 
     /** Why the syscalls are not available, or null when they are. */
     static Throwable unavailable() {
-        return UNAVAILABLE;
+        return Syscalls.UNAVAILABLE;
     }
 
     /** Copies {@code length} bytes at local native address {@code localAddress} to {@code remoteAddress} of pid. */
     int write(long pid, long localAddress, long remoteAddress, long length) {
-        return transfer(WRITEV, pid, localAddress, remoteAddress, length);
+        return transfer(Syscalls.WRITEV, pid, localAddress, remoteAddress, length);
     }
 
     /** Copies {@code length} bytes at {@code remoteAddress} of pid to local native address {@code localAddress}. */
     int read(long pid, long localAddress, long remoteAddress, long length) {
-        return transfer(READV, pid, localAddress, remoteAddress, length);
+        return transfer(Syscalls.READV, pid, localAddress, remoteAddress, length);
     }
 
     /** @return 0 on success, else the errno */
@@ -108,5 +85,41 @@ final class CrossMemoryAttach {
             done += n;
         }
         return 0;
+    }
+
+    /**
+     * The two downcalls, linked when first needed (a copy to or from registered private memory, or
+     * {@link #unavailable()}) or by {@link NativeWarmup}: linking costs milliseconds that queue pair creation
+     * should not pay.
+     */
+    static final class Syscalls {
+        static final MethodHandle READV;
+        static final MethodHandle WRITEV;
+        static final Throwable UNAVAILABLE;
+
+        static {
+            MethodHandle readv = null;
+            MethodHandle writev = null;
+            Throwable failure = null;
+            try {
+                Linker linker = Linker.nativeLinker();
+                FunctionDescriptor descriptor = FunctionDescriptor.of(ValueLayout.JAVA_LONG, ValueLayout.JAVA_INT,
+                    ValueLayout.ADDRESS, ValueLayout.JAVA_LONG, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG,
+                    ValueLayout.JAVA_LONG);
+                Linker.Option errno = Linker.Option.captureCallState("errno");
+                readv = linker.downcallHandle(linker.defaultLookup().findOrThrow("process_vm_readv"), descriptor,
+                    errno);
+                writev = linker.downcallHandle(linker.defaultLookup().findOrThrow("process_vm_writev"), descriptor,
+                    errno);
+            } catch (Throwable t) {
+                failure = t;
+            }
+            READV = readv;
+            WRITEV = writev;
+            UNAVAILABLE = failure;
+        }
+
+        private Syscalls() {
+        }
     }
 }

@@ -29,25 +29,6 @@ final class Doorbell {
     private static final long SYS_FUTEX = 202;
     private static final long FUTEX_WAIT = 0;
     private static final long FUTEX_WAKE = 1;
-    private static final MethodHandle SYSCALL;
-
-    static {
-        MethodHandle syscall = null;
-        try {
-            if (System.getProperty("os.arch").equals("amd64")) {
-                Linker linker = Linker.nativeLinker();
-                syscall = linker.downcallHandle(linker.defaultLookup().findOrThrow("syscall"),
-                    FunctionDescriptor.of(ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG,
-                        ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG,
-                        ValueLayout.JAVA_LONG),
-                    Linker.Option.firstVariadicArg(1));
-            }
-        } catch (Throwable ignored) {
-            // no native access or another architecture: sleepers fall back to bounded parking
-        }
-        SYSCALL = syscall;
-    }
-
     private final MemorySegment file;
     private final long sequenceAddress;
 
@@ -59,7 +40,35 @@ final class Doorbell {
 
     /** Whether sleepers really sleep until rung (futex available), rather than parking in short slices. */
     static boolean isFutexAvailable() {
-        return SYSCALL != null;
+        return Futex.SYSCALL != null;
+    }
+
+    /**
+     * The {@code syscall} downcall, linked when first needed: linking the first FFM downcall of a JVM costs tens of
+     * milliseconds (linker start-up, generated stub classes), which a communicator that never sleeps should not pay
+     * at creation. {@link NativeWarmup} links it ahead of time on a background thread.
+     */
+    static final class Futex {
+        static final MethodHandle SYSCALL = link();
+
+        private Futex() {
+        }
+
+        private static MethodHandle link() {
+            try {
+                if (System.getProperty("os.arch").equals("amd64")) {
+                    Linker linker = Linker.nativeLinker();
+                    return linker.downcallHandle(linker.defaultLookup().findOrThrow("syscall"),
+                        FunctionDescriptor.of(ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG,
+                            ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG,
+                            ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG),
+                        Linker.Option.firstVariadicArg(1));
+                }
+            } catch (Throwable ignored) {
+                // no native access or another architecture: sleepers fall back to bounded parking
+            }
+            return null;
+        }
     }
 
     /** Wakes every sleeper of the context, if there is one. Call after the work is published. */
@@ -67,9 +76,10 @@ final class Doorbell {
         VarHandle.fullFence();
         if ((int) INT.getVolatile(file, SLEEPERS) > 0) {
             INT.getAndAdd(file, SEQUENCE, 1);
-            if (SYSCALL != null) {
+            MethodHandle syscall = Futex.SYSCALL;
+            if (syscall != null) {
                 try {
-                    long ignored = (long) SYSCALL.invokeExact(SYS_FUTEX, sequenceAddress, FUTEX_WAKE,
+                    long ignored = (long) syscall.invokeExact(SYS_FUTEX, sequenceAddress, FUTEX_WAKE,
                         (long) Integer.MAX_VALUE, 0L, 0L, 0L);
                 } catch (Throwable t) {
                     // nothing to do: sleepers wake at their timeout
@@ -95,14 +105,15 @@ final class Doorbell {
      * is 16 bytes of native memory owned by the calling thread.
      */
     void await(int sequence, long timeoutNs, MemorySegment timespec) {
-        if (SYSCALL == null) {
+        MethodHandle syscall = Futex.SYSCALL;
+        if (syscall == null) {
             LockSupport.parkNanos(Math.min(timeoutNs, 1_000_000L));
             return;
         }
         timespec.set(ValueLayout.JAVA_LONG, 0, timeoutNs / 1_000_000_000L);
         timespec.set(ValueLayout.JAVA_LONG, 8, timeoutNs % 1_000_000_000L);
         try {
-            long ignored = (long) SYSCALL.invokeExact(SYS_FUTEX, sequenceAddress, FUTEX_WAIT,
+            long ignored = (long) syscall.invokeExact(SYS_FUTEX, sequenceAddress, FUTEX_WAIT,
                 (long) sequence, timespec.address(), 0L, 0L);
         } catch (Throwable t) {
             LockSupport.parkNanos(Math.min(timeoutNs, 1_000_000L));

@@ -17,22 +17,8 @@ import java.lang.invoke.VarHandle;
  */
 final class ProcessProbe {
     private static final int ESRCH = 3;
-    private static final MethodHandle KILL;
     private static final StructLayout CAPTURE = Linker.Option.captureStateLayout();
     private static final VarHandle ERRNO = CAPTURE.varHandle(MemoryLayout.PathElement.groupElement("errno"));
-
-    static {
-        MethodHandle kill = null;
-        try {
-            Linker linker = Linker.nativeLinker();
-            kill = linker.downcallHandle(linker.defaultLookup().findOrThrow("kill"),
-                FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT),
-                Linker.Option.captureCallState("errno"));
-        } catch (Throwable ignored) {
-            // no native access: fall back to the /proc check
-        }
-        KILL = kill;
-    }
 
     private final MemorySegment callState;
 
@@ -40,16 +26,41 @@ final class ProcessProbe {
         callState = arena.allocate(CAPTURE);
     }
 
+    /** Whether kill(2) is reachable (links the downcall on the first call). */
+    static boolean isLinked() {
+        return Kill.HANDLE != null;
+    }
+
     /** False only when the pid is certainly gone (ESRCH); true when it exists, or when we cannot tell. */
     boolean exists(long pid) {
-        if (KILL == null) {
+        MethodHandle kill = Kill.HANDLE;
+        if (kill == null) {
             return ShmFiles.isAlive(pid);
         }
         try {
-            int rc = (int) KILL.invokeExact(callState, (int) pid, 0);
+            int rc = (int) kill.invokeExact(callState, (int) pid, 0);
             return rc == 0 || (int) ERRNO.get(callState, 0L) != ESRCH;
         } catch (Throwable t) {
             return true;
+        }
+    }
+
+    /** The {@code kill} downcall, linked on first use or by {@link NativeWarmup} (not at queue pair creation). */
+    static final class Kill {
+        static final MethodHandle HANDLE = link();
+
+        private Kill() {
+        }
+
+        private static MethodHandle link() {
+            try {
+                Linker linker = Linker.nativeLinker();
+                return linker.downcallHandle(linker.defaultLookup().findOrThrow("kill"),
+                    FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT),
+                    Linker.Option.captureCallState("errno"));
+            } catch (Throwable ignored) {
+                return null; // no native access: fall back to the /proc check
+            }
         }
     }
 }

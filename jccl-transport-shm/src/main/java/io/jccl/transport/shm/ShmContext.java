@@ -57,6 +57,7 @@ public final class ShmContext extends AbstractContext {
         keyTable = new ShmKeyTable(file);
         keyTable.format(ShmFiles.selfPid());
         doorbell = new Doorbell(file);
+        NativeWarmup.start();
         attributes = new DeviceAttributes(device.name(), ShmProvider.NAME, "shared memory (JCCL shm)", "1.0",
             device.guid(), 0x4A43, 1, 1, MAX_REGION_SIZE, 4096, 4096, 16384, 16, 4096, 1 << 20,
             ShmKeyTable.CAPACITY / 2, 4096, 16, 16, 1024, ATOMIC_CAPABILITY,

@@ -1,0 +1,37 @@
+package io.jccl.transport.shm;
+
+import io.jccl.verbs.spi.Config;
+
+/**
+ * Links the device's FFM downcalls ({@code syscall} for the futex doorbell, {@code kill}, the cross-memory-attach
+ * pair) on a background daemon thread when the first context opens, instead of in the constructors on the
+ * caller's thread. The first downcall a JVM links costs tens of milliseconds (linker start-up, a generated stub
+ * class per call shape); done here it overlaps the rendezvous, and a thread that needs a handle earlier simply
+ * waits for the class initialisation in progress (or links it itself). {@code JCCL_SHM_PRELINK=0} turns the
+ * thread off (handles are then linked on first use).
+ */
+final class NativeWarmup {
+    private static boolean started;
+
+    private NativeWarmup() {
+    }
+
+    /** Starts the warm-up thread once per JVM (no-op afterwards or when disabled). */
+    static synchronized void start() {
+        if (started) {
+            return;
+        }
+        started = true;
+        if (Config.value("JCCL_SHM_PRELINK", "1").equals("0")) {
+            return;
+        }
+        Thread.ofPlatform().daemon().name("jccl-shm-prelink").start(NativeWarmup::linkAll);
+    }
+
+    /** Links every handle (each holder class initialises once; failures leave the fallbacks in place). */
+    static void linkAll() {
+        Doorbell.isFutexAvailable();
+        ProcessProbe.isLinked();
+        CrossMemoryAttach.unavailable();
+    }
+}
