@@ -1,10 +1,15 @@
 package io.jccl.tools;
 
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 
-/** A minimal JSON writer for the tools' {@code --json} output (maps keep their insertion order). */
+/**
+ * A minimal JSON writer for the tools' {@code --json} output (maps keep their insertion order), and a reader for
+ * reading such files back ({@code jccl plot}).
+ */
 public final class Json {
     private Json() {
     }
@@ -82,5 +87,157 @@ public final class Json {
             }
         }
         out.append('"');
+    }
+
+    /**
+     * Parses JSON text into Map (insertion order), List, String, Double, Boolean or null.
+     *
+     * @throws IllegalArgumentException with the offset, when the text is not JSON
+     */
+    public static Object parse(String text) {
+        Reader reader = new Reader(text);
+        Object value = reader.value();
+        reader.skipSpace();
+        if (reader.at < text.length()) {
+            throw reader.error("trailing characters");
+        }
+        return value;
+    }
+
+    private static final class Reader {
+        private final String text;
+        private int at;
+
+        Reader(String text) {
+            this.text = text;
+        }
+
+        IllegalArgumentException error(String what) {
+            return new IllegalArgumentException("not JSON: " + what + " at offset " + at);
+        }
+
+        void skipSpace() {
+            while (at < text.length() && Character.isWhitespace(text.charAt(at))) {
+                at++;
+            }
+        }
+
+        char next() {
+            skipSpace();
+            if (at >= text.length()) {
+                throw error("unexpected end");
+            }
+            return text.charAt(at);
+        }
+
+        void expect(char c) {
+            if (next() != c) {
+                throw error("expected '" + c + "'");
+            }
+            at++;
+        }
+
+        Object value() {
+            char c = next();
+            switch (c) {
+                case '{' -> {
+                    at++;
+                    Map<String, Object> map = new LinkedHashMap<>();
+                    if (next() == '}') {
+                        at++;
+                        return map;
+                    }
+                    do {
+                        String key = string();
+                        expect(':');
+                        map.put(key, value());
+                    } while (comma('}'));
+                    return map;
+                }
+                case '[' -> {
+                    at++;
+                    List<Object> list = new ArrayList<>();
+                    if (next() == ']') {
+                        at++;
+                        return list;
+                    }
+                    do {
+                        list.add(value());
+                    } while (comma(']'));
+                    return list;
+                }
+                case '"' -> {
+                    return string();
+                }
+                default -> {
+                    for (String word : new String[] {"true", "false", "null"}) {
+                        if (text.startsWith(word, at)) {
+                            at += word.length();
+                            return word.equals("null") ? null : Boolean.valueOf(word);
+                        }
+                    }
+                    int start = at;
+                    while (at < text.length() && "+-0123456789.eE".indexOf(text.charAt(at)) >= 0) {
+                        at++;
+                    }
+                    try {
+                        return Double.valueOf(text.substring(start, at));
+                    } catch (NumberFormatException e) {
+                        at = start;
+                        throw error("unexpected character '" + c + "'");
+                    }
+                }
+            }
+        }
+
+        boolean comma(char close) {
+            char c = next();
+            at++;
+            if (c == ',') {
+                return true;
+            }
+            if (c == close) {
+                return false;
+            }
+            at--;
+            throw error("expected ',' or '" + close + "'");
+        }
+
+        String string() {
+            expect('"');
+            StringBuilder out = new StringBuilder();
+            while (true) {
+                if (at >= text.length()) {
+                    throw error("unterminated string");
+                }
+                char c = text.charAt(at++);
+                if (c == '"') {
+                    return out.toString();
+                }
+                if (c != '\\') {
+                    out.append(c);
+                    continue;
+                }
+                if (at >= text.length()) {
+                    throw error("unterminated escape");
+                }
+                char e = text.charAt(at++);
+                switch (e) {
+                    case 'n' -> out.append('\n');
+                    case 'r' -> out.append('\r');
+                    case 't' -> out.append('\t');
+                    case 'b' -> out.append('\b');
+                    case 'f' -> out.append('\f');
+                    case 'u' -> {
+                        if (at + 4 > text.length()) {
+                            throw error("short \\u escape");
+                        }
+                        out.append((char) Integer.parseInt(text.substring(at, at + 4), 16));
+                        at += 4;
+                    }
+                    default -> out.append(e);
+                }
+            }
+        }
     }
 }

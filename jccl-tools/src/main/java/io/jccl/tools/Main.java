@@ -18,7 +18,7 @@ import picocli.CommandLine.Command;
 @Command(name = "jccl", mixinStandardHelpOptions = true, versionProvider = Main.Version.class,
     description = "JCCL tools: verbs devices, perftest-compatible benchmarks, a local launcher.",
     subcommands = {DevicesCommand.class, DevInfoCommand.class, PerfCommand.class, RunCommand.class,
-        TestsCommand.class, DemoCommand.class, ExampleCommand.class, CommandLine.HelpCommand.class})
+        TestsCommand.class, io.jccl.tools.colltests.PlotCommand.class, DemoCommand.class, ExampleCommand.class, CommandLine.HelpCommand.class})
 public final class Main implements Runnable {
     @CommandLine.Spec
     private CommandLine.Model.CommandSpec spec;

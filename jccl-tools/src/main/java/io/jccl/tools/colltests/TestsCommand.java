@@ -85,9 +85,17 @@ public final class TestsCommand implements Callable<Integer> {
     @Option(names = {"-g", "--ngpus"}, paramLabel = "1", description = "accepted for compatibility; must be 1")
     int ngpus = 1;
 
-    @Option(names = {"-J", "--output_file"}, paramLabel = "FILE", description = "also write the results as JSON "
-        + "(rank 0)")
+    @Option(names = {"-J", "--output_file", "--json"}, paramLabel = "FILE", description = "also write the results "
+        + "as JSON (rank 0)")
     java.nio.file.Path jsonFile;
+
+    @Option(names = "--plot", paramLabel = "FILE.svg|FILE.png", description = "also draw busbw against size (one "
+        + "line per placement; overlay several runs, e.g. one per JCCL_ALGO or provider, with jccl plot)")
+    java.nio.file.Path plotFile;
+
+    @Option(names = "--label", paramLabel = "TEXT", description = "the name of this run in --json and --plot "
+        + "(default: the transport and the algorithms the cost model picked)")
+    String label;
 
     @Option(names = "--timeout", paramLabel = "SECONDS", description = "kill the local ranks after this long "
         + "(default 600)")
@@ -206,6 +214,9 @@ public final class TestsCommand implements Callable<Integer> {
         double busSum = 0;
         int busCount = 0;
         List<Object> jsonRows = new ArrayList<>();
+        java.util.Set<String> algorithms = new java.util.LinkedHashSet<>();
+        List<BusBandwidthPlot.Point> outOfPlacePoints = new ArrayList<>();
+        List<BusBandwidthPlot.Point> inPlacePoints = new ArrayList<>();
         for (long size : sizes) {
             long block = coll.blockCount(size);
             if (block == 0) {
@@ -217,6 +228,9 @@ public final class TestsCommand implements Callable<Integer> {
             jsonRow.put("type", CollectiveReport.typeName(type));
             jsonRow.put("redop", coll.reduces() ? op.shortName() : "none");
             jsonRow.put("root", coll.rooted() ? root : -1);
+            String algorithm = algorithmOf(comm, kind, coll.sizeBytes(block));
+            jsonRow.put("algorithm", algorithm);
+            algorithms.add(algorithm);
             StringBuilder row = new StringBuilder(CollectiveReport.rowStart(coll.sizeBytes(block),
                 coll.sizeBytes(block) / type.sizeBytes(), CollectiveReport.typeName(type),
                 coll.reduces() ? op.shortName() : "none", coll.rooted() ? root : -1));
@@ -248,6 +262,8 @@ public final class TestsCommand implements Callable<Integer> {
                 placement.put("busbw_GBps", busbw);
                 placement.put("wrong", check != 0 ? Long.parseLong(wrong) : null);
                 jsonRow.put(inPlace ? "in_place" : "out_of_place", placement);
+                (inPlace ? inPlacePoints : outOfPlacePoints).add(new BusBandwidthPlot.Point(coll.sizeBytes(block),
+                    busbw));
             }
             if (print) {
                 out.println(row);
@@ -259,9 +275,22 @@ public final class TestsCommand implements Callable<Integer> {
         if (print) {
             out.print(CollectiveReport.footer(totalWrong, avgBusBw));
             out.flush();
+            String transport = n > 1 ? comm.transportOf(1).split(" ")[0] : "self";
+            String runLabel = label != null ? label : transport + " " + String.join("/", algorithms);
+            if (plotFile != null) {
+                try {
+                    new BusBandwidthPlot(kind.program() + ", " + n + " ranks, " + CollectiveReport.typeName(type),
+                        List.of(new BusBandwidthPlot.Series(runLabel + ", out-of-place", outOfPlacePoints),
+                            new BusBandwidthPlot.Series(runLabel + ", in-place", inPlacePoints))).write(plotFile);
+                } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException("cannot write " + plotFile, e);
+                }
+            }
             if (jsonFile != null) {
                 Map<String, Object> doc = new LinkedHashMap<>();
                 doc.put("test", kind.program());
+                doc.put("label", runLabel);
+                doc.put("transport", transport);
                 doc.put("ranks", n);
                 doc.put("iters", iterations);
                 doc.put("warmup_iters", warmup);
@@ -318,6 +347,26 @@ public final class TestsCommand implements Callable<Integer> {
     static int jitRunsFor(long sizeBytes, int limit) {
         long cap = Math.max(1, (256L << 20) / Math.max(1, sizeBytes));
         return (int) Math.min(limit, cap);
+    }
+
+    /** The algorithm the communicator's cost model (or JCCL_ALGO) picks for this test at {@code sizeBytes}. */
+    private static String algorithmOf(Communicator comm, BusBandwidth kind, long sizeBytes) {
+        io.jccl.collectives.Collective collective = switch (kind) {
+            case ALL_REDUCE -> io.jccl.collectives.Collective.ALL_REDUCE;
+            case BROADCAST -> io.jccl.collectives.Collective.BROADCAST;
+            case REDUCE -> io.jccl.collectives.Collective.REDUCE;
+            case ALL_GATHER -> io.jccl.collectives.Collective.ALL_GATHER;
+            case REDUCE_SCATTER -> io.jccl.collectives.Collective.REDUCE_SCATTER;
+            case ALL_TO_ALL -> io.jccl.collectives.Collective.ALL_TO_ALL;
+            case GATHER -> io.jccl.collectives.Collective.GATHER;
+            case SCATTER -> io.jccl.collectives.Collective.SCATTER;
+            case SEND_RECV -> io.jccl.collectives.Collective.SEND_RECV;
+        };
+        try {
+            return comm.algorithmFor(collective, sizeBytes).shortName();
+        } catch (RuntimeException e) {
+            return "?"; // collectives the cost model does not choose for (send/recv)
+        }
     }
 
     /** Combines the ranks' times as nccl-tests' {@code -a}: rank 0's, the average, the minimum or the maximum. */
