@@ -73,8 +73,20 @@ public final class Communicator implements AutoCloseable {
     private final Map<Transport.DeviceResources, RegistrationCache> caches = new LinkedHashMap<>();
     private RegistrationCache lastCache;
     private final Object turn = new Object();
-    private long nextTicket;
-    private long served;
+    /** Tickets: the next one to hand out, the number of operations finished, threads waiting in awaitTurn. */
+    private volatile long nextTicket;
+    private volatile long served;
+    private volatile int turnWaiters;
+    private static final java.lang.invoke.VarHandle NEXT_TICKET;
+
+    static {
+        try {
+            NEXT_TICKET = java.lang.invoke.MethodHandles.lookup().findVarHandle(Communicator.class, "nextTicket",
+                long.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
     private ExecutorService executor;
     private long opSeq;
     private int splitSeq;
@@ -636,11 +648,11 @@ public final class Communicator implements AutoCloseable {
     }
 
     private void execute(Collective c, long count, DataType type, ReduceOp op, int root, long bytes, Body body) {
-        long ticket;
-        synchronized (turn) {
-            ticket = nextTicket++;
-        }
-        runTicket(ticket, c, count, type, op, root, bytes, body);
+        runTicket(takeTicket(), c, count, type, op, root, bytes, body);
+    }
+
+    private long takeTicket() {
+        return (long) NEXT_TICKET.getAndAdd(this, 1L);
     }
 
     private void runTicket(long ticket, Collective c, long count, DataType type, ReduceOp op, int root, long bytes,
@@ -648,56 +660,82 @@ public final class Communicator implements AutoCloseable {
         awaitTurn(ticket);
         long handle = -1;
         try {
-            checkUsable();
-            // Point-to-point and one-sided calls involve some ranks only: they must not advance the collective
-            // sequence number that every rank's headers and signatures carry.
-            boolean local = c == Collective.SEND_RECV || (c == Collective.WINDOW && root >= 0);
-            long seq = local ? opSeq : ++opSeq;
-            handle = recorder.issue(seq, c, count, type, op, root);
-            sig.set(seq, c, count, type, op, root);
-            engine.deadlineNs = System.nanoTime() + options.timeoutNs();
             Algorithm a = choose(c, bytes);
-            recorder.start(handle, c == Collective.SEND_RECV ? "p2p" : a.shortName());
-            if (log.enabled(Log.Level.INFO, Log.Subsys.COLL)) {
-                // as NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL: one line per operation
-                log.info(rank, Log.Subsys.COLL, sig + " bytes " + bytes + " algo " + (c == Collective.SEND_RECV
-                    ? "p2p" : a.shortName()) + " comm '" + options.name() + "' nranks " + size);
-            }
+            handle = begin(c, count, type, op, root, bytes, c == Collective.SEND_RECV ? "p2p" : a.shortName());
             body.run(a);
             recorder.end(handle, true, null);
         } catch (RuntimeException e) {
-            RuntimeException cause = e;
-            if (aborted && !(e instanceof CollectiveException.Aborted)) {
-                // a local abort() broke the links; report the abort, not the broken links it caused
-                cause = new CollectiveException.Aborted("rank " + rank + " was aborted: " + abortReason, e);
-            }
-            CollectiveException ce = fail(cause);
-            if (handle >= 0) {
-                recorder.end(handle, false, ce.getClass().getSimpleName());
-            }
-            dumpRecorder(ce);
-            throw ce;
+            throw failed(e, handle);
         } finally {
+            releaseTurn();
+        }
+    }
+
+    /**
+     * Starts the operation holding the turn: usable check, sequence number, signature, deadline, flight recorder,
+     * COLL log line. Returns the recorder handle.
+     */
+    private long begin(Collective c, long count, DataType type, ReduceOp op, int root, long bytes, String algo) {
+        checkUsable();
+        // Point-to-point and one-sided calls involve some ranks only: they must not advance the collective
+        // sequence number that every rank's headers and signatures carry.
+        boolean local = c == Collective.SEND_RECV || (c == Collective.WINDOW && root >= 0);
+        long seq = local ? opSeq : ++opSeq;
+        long now = System.nanoTime();
+        long handle = recorder.begin(seq, c, count, type, op, root, algo, now);
+        sig.set(seq, c, count, type, op, root);
+        engine.deadlineNs = now + options.timeoutNs();
+        if (log.enabled(Log.Level.INFO, Log.Subsys.COLL)) {
+            // as NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL: one line per operation
+            log.info(rank, Log.Subsys.COLL, sig + " bytes " + bytes + " algo " + algo + " comm '" + options.name()
+                + "' nranks " + size);
+        }
+        return handle;
+    }
+
+    /** The failure of the operation holding the turn: recorded, published to peers, dumped; returned to throw. */
+    private CollectiveException failed(RuntimeException e, long handle) {
+        RuntimeException cause = e;
+        if (aborted && !(e instanceof CollectiveException.Aborted)) {
+            // a local abort() broke the links; report the abort, not the broken links it caused
+            cause = new CollectiveException.Aborted("rank " + rank + " was aborted: " + abortReason, e);
+        }
+        CollectiveException ce = fail(cause);
+        if (handle >= 0) {
+            recorder.end(handle, false, ce.getClass().getSimpleName());
+        }
+        dumpRecorder(ce);
+        return ce;
+    }
+
+    private void releaseTurn() {
+        served = served + 1; // only the turn holder writes it
+        if (turnWaiters > 0) {
             synchronized (turn) {
-                served++;
                 turn.notifyAll();
             }
         }
     }
 
     private void awaitTurn(long ticket) {
+        if (served == ticket) {
+            return;
+        }
         synchronized (turn) {
-            while (served != ticket) {
-                try {
-                    turn.wait(10);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                    throw new CollectiveException.Aborted("interrupted while waiting for earlier operations", e);
+            // Waiters register before re-reading served; releaseTurn writes served before reading turnWaiters
+            // (both volatile), so one of the two sees the other and no wake-up is lost (wait(10) bounds it anyway).
+            turnWaiters++;
+            try {
+                while (served != ticket) {
+                    try {
+                        turn.wait(10);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                        throw new CollectiveException.Aborted("interrupted while waiting for earlier operations", e);
+                    }
                 }
-                if (aborted && served != ticket) {
-                    // earlier operations will fail fast; keep waiting for them to release the turn
-                    continue;
-                }
+            } finally {
+                turnWaiters--;
             }
         }
     }
@@ -707,7 +745,8 @@ public final class Communicator implements AutoCloseable {
         long ticket;
         CompletableFuture<Void> future = new CompletableFuture<>();
         synchronized (turn) {
-            ticket = nextTicket++;
+            // under the lock: tickets reach the single executor thread in increasing order
+            ticket = takeTicket();
             if (executor == null) {
                 executor = Executors.newSingleThreadExecutor(r -> Thread.ofPlatform().daemon()
                     .name("jccl-comm-" + options.name() + "-r" + rank).unstarted(r));
@@ -832,7 +871,21 @@ public final class Communicator implements AutoCloseable {
         long bytes = count * type.sizeBytes();
         checkSize(send, bytes, "send");
         checkSize(recv, bytes, "recv");
-        execute(Collective.ALL_REDUCE, count, type, op, -1, bytes, a -> doAllReduce(a, send, recv, count, type, op));
+        // The body is called directly (no capturing lambda): small all-reduces are the latency-critical case.
+        long ticket = takeTicket();
+        awaitTurn(ticket);
+        long handle = -1;
+        try {
+            Algorithm a = choose(Collective.ALL_REDUCE, bytes);
+            handle = begin(Collective.ALL_REDUCE, count, type, op, -1, bytes,
+                a == Algorithm.DIRECT && bytes <= Engine.INLINE_BYTES ? "direct/inline" : a.shortName());
+            doAllReduce(a, send, recv, count, type, op);
+            recorder.end(handle, true, null);
+        } catch (RuntimeException e) {
+            throw failed(e, handle);
+        } finally {
+            releaseTurn();
+        }
     }
 
     /** In-place all-reduce. */
@@ -1413,11 +1466,7 @@ public final class Communicator implements AutoCloseable {
         if (closed) {
             return;
         }
-        long ticket;
-        synchronized (turn) {
-            ticket = nextTicket++;
-        }
-        awaitTurn(ticket);
+        awaitTurn(takeTicket());
         if (transport != null && transport.direct && failure == null && !aborted) {
             // Peers may still be reading this rank's staging buffer (the last direct op's gather phase): meet
             // them once more before the memory goes away. Short deadline: a peer that never closes costs 5 s.
@@ -1431,10 +1480,7 @@ public final class Communicator implements AutoCloseable {
             }
         }
         closed = true;
-        synchronized (turn) {
-            served++;
-            turn.notifyAll();
-        }
+        releaseTurn();
         if (executor != null) {
             executor.shutdown();
         }

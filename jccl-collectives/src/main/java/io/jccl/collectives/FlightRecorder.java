@@ -70,6 +70,32 @@ public final class FlightRecorder {
         return handle;
     }
 
+    /**
+     * Records an operation that starts running now with {@code algo} ({@link #issue} + {@link #start} in one, with
+     * the caller's clock reading) and returns its slot handle. No lock: the communicator calls it only from the
+     * thread holding its turn, so writers never overlap; a concurrent {@link #dump()} may show that one entry
+     * half-written.
+     */
+    long begin(long sequence, Collective collective, long elements, DataType dataType, ReduceOp reduceOp,
+               int rootOrPeer, String algo, long nowNs) {
+        long handle = next;
+        int i = (int) (handle % capacity);
+        seq[i] = sequence;
+        op[i] = collective;
+        count[i] = elements;
+        type[i] = dataType;
+        redop[i] = reduceOp;
+        peer[i] = rootOrPeer;
+        algorithm[i] = algo;
+        state[i] = State.RUNNING;
+        issuedNs[i] = nowNs;
+        startedNs[i] = nowNs;
+        endedNs[i] = 0;
+        detail[i] = null;
+        next = handle + 1;
+        return handle;
+    }
+
     /** Marks the operation running with {@code algo}. */
     public synchronized void start(long handle, String algo) {
         if (next - handle > capacity) {
@@ -81,8 +107,8 @@ public final class FlightRecorder {
         startedNs[i] = System.nanoTime();
     }
 
-    /** Marks the operation completed or failed (with a short reason). */
-    public synchronized void end(long handle, boolean ok, String reason) {
+    /** Marks the operation completed or failed (with a short reason). Called by the operation's own thread. */
+    public void end(long handle, boolean ok, String reason) {
         if (next - handle > capacity) {
             return;
         }

@@ -40,14 +40,24 @@ final class Transport implements AutoCloseable {
     static final long WR_RECV = 1;
     static final long WR_SEND = 2;
     static final int CONTROL_BYTES = 4096;
-    /** Control block: arrive counter. */
-    static final long CTRL_ARRIVE = 0;
     /** Control block: status (0 running, 1 aborted/failed). */
     static final long CTRL_STATUS = 8;
-    /** Control block: two signature slots (by barrier epoch parity). */
-    static final long CTRL_SIG = 64;
     /** Control block: two input descriptors (by barrier epoch parity): mode (0 staged, 1 allocation), id, offset. */
     static final long CTRL_DESC = 256;
+    /**
+     * Control block: two arrival records (by barrier epoch parity), each {@link #REC_BYTES}: the epoch (written
+     * last, with release), the operation's signature and up to {@link #INLINE_BYTES} of inline payload, so that a
+     * small all-reduce moves flag, signature and data in the same cache lines (one line up to 24 bytes).
+     */
+    static final long CTRL_REC = 512;
+    /** Offset of the signature in an arrival record. */
+    static final long REC_SIG = 8;
+    /** Offset of the inline payload in an arrival record. */
+    static final long REC_PAYLOAD = REC_SIG + Signature.BYTES;
+    /** Largest inline payload (bytes). */
+    static final int INLINE_BYTES = 1024;
+    /** Size of one arrival record: 18 cache lines (a multiple of 128 B, so the two never share a line pair). */
+    static final long REC_BYTES = 1152;
 
     /** Resources of one device. */
     static final class DeviceResources {

@@ -25,6 +25,7 @@ public final class IdleStrategy {
     private long idleSinceNs;
     private long parkNs;
     private int calls;
+    private boolean spinning;
 
     /** An idler with the configured phases. */
     public IdleStrategy() {
@@ -53,15 +54,20 @@ public final class IdleStrategy {
         idle();
     }
 
-    /** Idles once: spin-wait, yield or park, depending on how long this idle period has lasted. */
+    /**
+     * Idles once: spin-wait, yield or park, depending on how long this idle period has lasted. With a spin phase
+     * of 0 the first call already yields (oversubscribed hosts: the thread being waited for needs this core).
+     */
     public void idle() {
         if (calls++ == 0) {
             idleSinceNs = System.nanoTime();
             parkNs = PARK_MIN_NS;
-            Thread.onSpinWait();
-            return;
-        }
-        if ((calls & 15) != 0 && calls < 1 << 20) {
+            spinning = spinNs > 0;
+            if (spinning) {
+                Thread.onSpinWait();
+                return;
+            }
+        } else if (spinning && (calls & 15) != 0) {
             // Checking the clock every call costs more than the spin itself.
             Thread.onSpinWait();
             return;
@@ -69,7 +75,11 @@ public final class IdleStrategy {
         long idleNs = System.nanoTime() - idleSinceNs;
         if (idleNs < spinNs) {
             Thread.onSpinWait();
-        } else if (idleNs < spinNs + yieldNs) {
+            return;
+        }
+        // Past the spin phase every call costs a system call anyway: read the clock each time from now on.
+        spinning = false;
+        if (idleNs < spinNs + yieldNs) {
             Thread.yield();
         } else {
             LockSupport.parkNanos(parkNs);
