@@ -5,6 +5,15 @@ jccl_find_jdk25() {
   local candidate version
   for candidate in "${JAVA_HOME:-}" /usr/lib/jvm/*25* /usr/lib/jvm/*-25-* /opt/*jdk*25*; do
     [ -n "$candidate" ] && [ -x "$candidate/bin/java" ] && [ -x "$candidate/bin/javac" ] || continue
+    # The image's release file says the version without starting a JVM (that costs ~0.1-0.3 s on every ./jccl).
+    if [ -f "$candidate/release" ]; then
+      version=$(sed -n 's/^JAVA_VERSION="\([0-9]*\).*/\1/p' "$candidate/release")
+      if [ "$version" = "25" ]; then
+        echo "$candidate"
+        return 0
+      fi
+      [ -n "$version" ] && continue
+    fi
     version=$("$candidate/bin/java" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
     if [ "$version" = "25" ]; then
       echo "$candidate"

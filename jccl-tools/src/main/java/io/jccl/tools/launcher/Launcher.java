@@ -19,6 +19,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Predicate;
 
 /**
  * Starts N processes of one command on this host as the ranks of a job, the way {@code torchrun} or
@@ -53,6 +54,7 @@ public final class Launcher {
     private final PrintStream err;
     private final String jobId;
     private final int masterPort;
+    private final AotCache aot;
 
     private Launcher(Builder b) {
         this.ranks = b.ranks;
@@ -65,6 +67,7 @@ public final class Launcher {
         this.err = b.err;
         this.jobId = b.jobId != null ? b.jobId : randomJobId();
         this.masterPort = b.masterPort > 0 ? b.masterPort : JcclRuntime.freePort();
+        this.aot = b.aot;
     }
 
     /** A new builder. */
@@ -114,9 +117,11 @@ public final class Launcher {
         Thread hook = Thread.ofPlatform().unstarted(() -> killAll(processes));
         Runtime.getRuntime().addShutdownHook(hook);
         long startNs = System.nanoTime();
+        AotCache.Plan plan = aotPlan();
+        boolean finished = false;
         try {
             for (int rank = 0; rank < ranks; rank++) {
-                ProcessBuilder pb = new ProcessBuilder(command);
+                ProcessBuilder pb = new ProcessBuilder(plan.commandFor(rank, command));
                 pb.environment().putAll(rankEnvironment(rank));
                 if (workingDirectory != null) {
                     pb.directory(workingDirectory.toFile());
@@ -129,24 +134,44 @@ public final class Launcher {
                         + e.getMessage(), e);
                 }
                 String prefix = prefixOutput ? "[" + rank + "] " : "";
-                pumps.add(pump(processes[rank].getInputStream(), out, prefix, "rank-" + rank + "-out", false));
-                pumps.add(pump(processes[rank].getErrorStream(), err, prefix, "rank-" + rank + "-err", true));
+                int r = rank;
+                pumps.add(pump(processes[rank].getInputStream(), out, prefix, "rank-" + rank + "-out", false,
+                    line -> plan.isJvmNote(r, line)));
+                pumps.add(pump(processes[rank].getErrorStream(), err, prefix, "rank-" + rank + "-err", true,
+                    line -> false));
             }
             Result result = supervise(processes, startNs);
             for (Thread pump : pumps) {
                 pump.join(2000);
+            }
+            if (aot != null) {
+                aot.finish(plan, result.exitCode() != 0 ? result.exitCode() : result.rankExitCodes()[0]);
+                finished = true;
             }
             return result;
         } catch (InterruptedException e) {
             killAll(processes);
             throw e;
         } finally {
+            if (aot != null && !finished) {
+                aot.finish(plan, -1); // drops a recording of a job that did not end normally
+            }
             try {
                 Runtime.getRuntime().removeShutdownHook(hook);
             } catch (IllegalStateException ignored) {
                 // the JVM is shutting down; the hook runs
             }
         }
+    }
+
+    /** What the AOT cache does for this job (nothing without one). */
+    AotCache.Plan aotPlan() {
+        if (aot == null) {
+            return AotCache.Plan.none("no AOT cache directory");
+        }
+        Map<String, String> env = new LinkedHashMap<>(System.getenv());
+        env.putAll(environment);
+        return aot.plan(command, env);
     }
 
     private Result supervise(Process[] processes, long startNs) throws InterruptedException {
@@ -235,7 +260,8 @@ public final class Launcher {
      * Copies a rank's output line by line with the prefix. On stderr the JDK's "Using incubator modules" warning
      * (the first line of every JVM started with the Vector API module) is dropped: N copies of it say nothing.
      */
-    private static Thread pump(InputStream in, PrintStream target, String prefix, String name, boolean stderr) {
+    private static Thread pump(InputStream in, PrintStream target, String prefix, String name, boolean stderr,
+                               Predicate<String> drop) {
         return Thread.ofPlatform().daemon().name(name).start(() -> {
             try (BufferedReader reader = new BufferedReader(new InputStreamReader(in, StandardCharsets.UTF_8))) {
                 String line;
@@ -246,6 +272,9 @@ public final class Launcher {
                         continue;
                     }
                     first = false;
+                    if (drop.test(line)) {
+                        continue;
+                    }
                     synchronized (target) {
                         target.println(prefix + line);
                         target.flush();
@@ -286,6 +315,7 @@ public final class Launcher {
         private PrintStream err = System.err;
         private String jobId;
         private int masterPort;
+        private AotCache aot;
 
         private Builder() {
         }
@@ -360,6 +390,14 @@ public final class Launcher {
         /** A fixed rendezvous port (default: a free port). */
         public Builder masterPort(int port) {
             this.masterPort = port;
+            return this;
+        }
+
+        /**
+         * Use (or train) JDK AOT caches for Java rank commands (see {@link AotCache}); null (the default) for none.
+         */
+        public Builder aotCache(AotCache cache) {
+            this.aot = cache;
             return this;
         }
 

@@ -61,6 +61,9 @@ public final class RunCommand implements Callable<Integer> {
         Launcher.Builder builder = Launcher.builder().ranks(ranks).prefixOutput(!noPrefix)
             .timeout(timeoutSeconds > 0 ? Duration.ofSeconds(timeoutSeconds) : null);
         env.forEach(builder::env);
+        Map<String, String> environment = new java.util.LinkedHashMap<>(System.getenv());
+        environment.putAll(env);
+        builder.aotCache(AotCache.fromEnvironment(environment, System.err));
         if (java || looksLikeMainClass(command.getFirst())) {
             builder.javaMain(jvmOptions, command.getFirst(), command.subList(1, command.size()));
         } else {
