@@ -7,6 +7,8 @@ import java.io.IOException;
 import java.io.PrintStream;
 import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.EnumSet;
 import java.util.Locale;
 import java.util.Set;
@@ -147,7 +149,20 @@ public final class Log {
         return HOST;
     }
 
+    /**
+     * The kernel's host name (what gethostname(2) returns) from /proc: InetAddress.getLocalHost() gives the same
+     * name but first resolves it, which costs 10-40 ms of start-up (resolver and InetAddress initialisation) and can
+     * hang on a broken resolver. InetAddress only where /proc is missing.
+     */
     private static String hostName() {
+        try {
+            String name = Files.readString(Path.of("/proc/sys/kernel/hostname")).trim();
+            if (!name.isEmpty()) {
+                return name;
+            }
+        } catch (IOException | RuntimeException e) {
+            // not Linux
+        }
         try {
             return InetAddress.getLocalHost().getHostName();
         } catch (IOException e) {

@@ -11,6 +11,7 @@ import java.util.Random;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 public class KernelsTest {
@@ -20,7 +21,26 @@ public class KernelsTest {
     @Test
     void vectorKernelsLoadWithTheModule() {
         assertNotNull(Kernels.vector(), "tests run with --add-modules jdk.incubator.vector");
-        assertEquals(Kernels.vector(), Kernels.get());
+        assertEquals(Kernels.vector(), Kernels.selected());
+    }
+
+    /** What get() hands out (chosen lazily) reduces exactly as the selected kernels do. */
+    @Test
+    void deferredKernelsForwardToTheSelection() {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment a = arena.allocate(4 * 100L, 64);
+            MemorySegment b = arena.allocate(4 * 100L, 64);
+            for (int i = 0; i < 100; i++) {
+                a.setAtIndex(ValueLayout.JAVA_FLOAT, i, i);
+                b.setAtIndex(ValueLayout.JAVA_FLOAT, i, 2 * i);
+            }
+            Kernels.get().reduce(DataType.FLOAT32, ReduceOp.SUM, a, 0, b, 0, b, 0, 100, 1);
+            assertTrue(Kernels.isSelected());
+            for (int i = 0; i < 100; i++) {
+                assertEquals(3f * i, b.getAtIndex(ValueLayout.JAVA_FLOAT, i));
+            }
+            assertEquals(Kernels.selected().name(), Kernels.get().name());
+        }
     }
 
     /** Vector kernels match the scalar reference bit for bit, for every type, op, count and source count. */
