@@ -3,7 +3,9 @@ package io.jccl.tools.colltests;
 import io.jccl.collectives.Communicator;
 import io.jccl.collectives.DataType;
 import io.jccl.collectives.ReduceOp;
+import io.jccl.tools.JcclRuntime;
 import io.jccl.tools.Json;
+import io.jccl.tools.ProgressLine;
 import io.jccl.tools.launcher.Launcher;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -15,6 +17,7 @@ import java.io.PrintStream;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.net.InetAddress;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -130,10 +133,18 @@ public final class TestsCommand implements Callable<Integer> {
         if (forwarded.isEmpty() || !forwarded.getFirst().equals("tests")) {
             forwarded.addFirst("tests");
         }
-        Launcher.Result result = Launcher.builder().ranks(ranks).prefixOutput(false)
-            .timeout(Duration.ofSeconds(timeoutSeconds))
-            .javaMain(List.of(), "io.jccl.tools.Main", forwarded).build().run();
-        return result.exitCode();
+        int sizeCount = (int) sizes(parseSize(minBytes), parseSize(maxBytes), stepFactor, parseSize(stepBytes))
+            .stream().filter(size -> new CollectiveTest(BusBandwidth.of(test), ranks, 0, DataType.parse(dataType),
+                ReduceOp.SUM, 0).blockCount(size) > 0).count();
+        ProgressLine progress = new ProgressLine(System.err, JcclRuntime.stderrIsTerminal());
+        try (SweepProgress watched = new SweepProgress(out, progress, test, sizeCount)) {
+            PrintStream stdout = progress.enabled() ? new PrintStream(watched, true, StandardCharsets.UTF_8) : out;
+            Launcher.Result result = Launcher.builder().ranks(ranks).prefixOutput(false).out(stdout)
+                .timeout(Duration.ofSeconds(timeoutSeconds))
+                .javaMain(List.of(), "io.jccl.tools.Main", forwarded).build().run();
+            stdout.flush();
+            return result.exitCode();
+        }
     }
 
     private static ReduceOp parseOp(String name) {
