@@ -8,6 +8,7 @@
 - machine and version facts; markdown tables; replacing a marked section of docs/PERFORMANCE.md.
 """
 import datetime
+import json
 import os
 import re
 import resource
@@ -352,3 +353,52 @@ def parse_coll_csv(text):
         except ValueError:
             continue
     return rows
+
+
+# ------------------------------------------------------------------------------------------------ peer tools
+
+def ucx_perftest_cmd(port, test, size, n):
+    """ucx_perftest server pinned to CPU0 (background) and client on CPU1, -v CSV output (shared/peers/run_ucx.sh)."""
+    return ["bash", "-c", f"ucx_perftest -p {port} -c 0 >/dev/null 2>&1 & spid=$!; sleep 0.4; "
+            f"ucx_perftest 127.0.0.1 -p {port} -c 1 -t {test} -s {size} -n {n} -w {max(10, n // 10)} -v 2>&1;"
+            f" rc=$?; wait $spid; exit $rc"]
+
+
+def parse_ucx_final(out):
+    """(typical latency us, overall bandwidth GB/s) from ucx_perftest -v's last CSV line, or (None, None)."""
+    final = None
+    for line in out.splitlines():
+        p = line.strip().split(",")
+        if len(p) == 8 and p[0].isdigit():
+            try:
+                final = [float(x) for x in p]
+            except ValueError:
+                pass
+    if not final:
+        return None, None
+    return final[1], final[5] * MIB / 1e9
+
+
+def iperf3_cmd(port, seconds):
+    """One iperf3 stream on loopback, server on CPU0, client on CPU1, 1 MiB writes, JSON output."""
+    return ["bash", "-c", f"iperf3 -s -1 -p {port} -A 0 >/dev/null 2>&1 & spid=$!; sleep 0.5; "
+            f"iperf3 -c 127.0.0.1 -p {port} -A 1 -t {seconds} -l 1M -J; rc=$?; wait $spid; exit $rc"]
+
+
+def parse_iperf3(out):
+    """Received GB/s from iperf3 -J output, or None."""
+    try:
+        d = json.loads(out[out.index("{"):])
+        return d["end"]["sum_received"]["bits_per_second"] / 8 / 1e9
+    except (ValueError, KeyError):
+        return None
+
+
+def parse_tcp_bench(out):
+    """{(test, mode): value} from tcp_bench's CSV (tcp_stream GB/s, tcp_pingpong round trip us)."""
+    found = {}
+    for line in out.splitlines():
+        p = line.strip().split(",")
+        if len(p) >= 4 and p[0] in ("tcp_stream", "tcp_pingpong"):
+            found[(p[0], p[1])] = float(p[3])
+    return found

@@ -150,43 +150,26 @@ class Tools:
         if env is UCX_TCP:
             n = max(200, n // 10)
         self.port += 1
-        cmd = ["bash", "-c", f"ucx_perftest -p {self.port} -c 0 >/dev/null 2>&1 & spid=$!; sleep 0.4; "
-               f"ucx_perftest 127.0.0.1 -p {self.port} -c 1 -t {test} -s {size} -n {n} -w {max(10, n // 10)} -v 2>&1;"
-               f" rc=$?; wait $spid; exit $rc"]
-        r = self.measured(f"ucx {test} {size} r{rnd}", cmd, env=dict(self.env, **env))
-        final = None
-        for line in r.out.splitlines():
-            p = line.strip().split(",")
-            if len(p) == 8 and p[0].isdigit():
-                try:
-                    final = [float(x) for x in p]
-                except ValueError:
-                    pass
-        if final:
-            # -v CSV: iterations, typical latency, avg latency, overall latency, bw avg, bw overall (MB/s), msgrate..
-            v = final[1] if lat else final[5] * MIB / 1e9
+        r = self.measured(f"ucx {test} {size} r{rnd}", B.ucx_perftest_cmd(self.port, test, size, n),
+                          env=dict(self.env, **env))
+        latency, bandwidth = B.parse_ucx_final(r.out)
+        v = latency if lat else bandwidth
+        if v is not None:
             self.perf.setdefault(("ucx-tcp" if env is UCX_TCP else "ucx", "", test, size), []).append(v)
 
     def iperf3(self, rnd):
         self.port += 1
-        cmd = ["bash", "-c", f"iperf3 -s -1 -p {self.port} -A 0 >/dev/null 2>&1 & spid=$!; sleep 0.5; "
-               f"iperf3 -c 127.0.0.1 -p {self.port} -A 1 -t 3 -l 1M -J; rc=$?; wait $spid; exit $rc"]
-        r = self.measured(f"iperf3 r{rnd}", cmd)
-        try:
-            d = json.loads(r.out[r.out.index("{"):])
-            self.perf.setdefault(("iperf3", "", "stream", MIB), []).append(
-                d["end"]["sum_received"]["bits_per_second"] / 8 / 1e9)
-        except (ValueError, KeyError):
-            pass
+        gbps = B.parse_iperf3(self.measured(f"iperf3 r{rnd}", B.iperf3_cmd(self.port, 3)).out)
+        if gbps is not None:
+            self.perf.setdefault(("iperf3", "", "stream", MIB), []).append(gbps)
 
     def tcp_bench(self, rnd):
         r = self.measured(f"tcp_bench r{rnd}", [os.path.join(self.peers, "build", "tcp_bench"), "3"],
                           env=dict(self.env, TCP_BENCH_PIN="1"))
-        for line in r.out.splitlines():
-            p = line.strip().split(",")
-            if len(p) >= 4 and p[0] == "tcp_pingpong" and p[1] == "spin":
-                # tcp_bench reports the round trip; perftest's send_lat t_typical is one-way (half the round trip)
-                self.perf.setdefault(("tcp_bench", "", "pingpong_spin_rtt", 8), []).append(float(p[3]))
+        rtt = B.parse_tcp_bench(r.out).get(("tcp_pingpong", "spin"))
+        if rtt is not None:
+            # tcp_bench reports the round trip; perftest's send_lat t_typical is one-way (half the round trip)
+            self.perf.setdefault(("tcp_bench", "", "pingpong_spin_rtt", 8), []).append(rtt)
 
     # ------------------------------------------------------------------ plan
     def go(self):

@@ -87,43 +87,18 @@ class Verbs:
         n = iters(jtest[0] if jtest else test, size, scale * (1 if tr == "shm" else 0.1))
         self.port += 1
         env = dict(os.environ, **UCX_TLS[tr], UCX_LOG_LEVEL="warn")
-        cmd = ["bash", "-c", f"ucx_perftest -p {self.port} -c 0 >/dev/null 2>&1 & spid=$!; sleep 0.4; "
-               f"ucx_perftest 127.0.0.1 -p {self.port} -c 1 -t {test} -s {size} -n {n} -w {max(10, n // 10)} -v 2>&1;"
-               f" rc=$?; wait $spid; exit $rc"]
-        r = self.measured(f"ucx {tr} {test} {size} r{rnd}", cmd, env=env)
-        final = None
-        for line in r.out.splitlines():
-            p = line.strip().split(",")
-            if len(p) == 8 and p[0].isdigit():
-                try:
-                    final = [float(x) for x in p]
-                except ValueError:
-                    pass
-        if not final:
-            return None, None
-        return final[1], final[5] * MIB / 1e9
+        r = self.measured(f"ucx {tr} {test} {size} r{rnd}", B.ucx_perftest_cmd(self.port, test, size, n), env=env)
+        return B.parse_ucx_final(r.out)
 
     def iperf3(self, rnd):
         self.port += 1
-        cmd = ["bash", "-c", f"iperf3 -s -1 -p {self.port} -A 0 >/dev/null 2>&1 & spid=$!; sleep 0.5; "
-               f"iperf3 -c 127.0.0.1 -p {self.port} -A 1 -t {self.a.iperf_seconds} -l 1M -J; rc=$?; wait $spid; exit $rc"]
-        r = self.measured(f"iperf3 r{rnd}", cmd)
-        try:
-            txt = r.out[r.out.index("{"):]
-            d = json.loads(txt)
-            return d["end"]["sum_received"]["bits_per_second"] / 8 / 1e9
-        except (ValueError, KeyError):
-            return None
+        r = self.measured(f"iperf3 r{rnd}", B.iperf3_cmd(self.port, self.a.iperf_seconds))
+        return B.parse_iperf3(r.out)
 
     def tcp_bench(self, rnd):
         env = dict(os.environ, TCP_BENCH_PIN="1")
         r = self.measured(f"tcp_bench r{rnd}", [os.path.join(self.peers, "build", "tcp_bench"), "3"], env=env)
-        out = {}
-        for line in r.out.splitlines():
-            p = line.strip().split(",")
-            if len(p) >= 4 and p[0] in ("tcp_stream", "tcp_pingpong"):
-                out[(p[0], p[1])] = float(p[3])
-        return out
+        return B.parse_tcp_bench(r.out)
 
     # ------------------------------------------------------------------ plan
     def go(self):
