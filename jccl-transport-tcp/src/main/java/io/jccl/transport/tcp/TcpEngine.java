@@ -8,6 +8,7 @@ import java.nio.channels.Selector;
 import java.util.Arrays;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
 import java.util.function.Consumer;
 
 /**
@@ -17,6 +18,15 @@ import java.util.function.Consumer;
  * <p>Waking a thread parked in {@code select()} costs 40–150 µs on the target machines, so the loop first
  * busy-polls with {@code selectNow()} for {@code spinNs} after the last piece of work, then blocks. Posting threads
  * call {@link #kick()}, which only pays for {@link Selector#wakeup()} when the thread is really blocked.
+ *
+ * <p><b>Standby.</b> While application threads drive every connected QP of this thread themselves (they poll
+ * the QPs' completion queues, which does the QPs' socket I/O inline, see {@link TcpQueuePair#progress()}), this
+ * thread neither spins nor blocks in {@code select()}: either would take a core from the pollers (spinning) or be
+ * woken by every arriving segment (blocking), and on a 2-core machine with both ends busy-polling that halves
+ * throughput and doubles latency. It parks instead and looks every {@link #STANDBY_TICK_NS}: a non-blocking
+ * select (applies interest changes, serves anything not driven), hand-over tasks, kicks, timers. When polls stop
+ * for {@link TcpQueuePair#DRIVEN_NS} it takes the I/O back, so a QP whose application stops polling is served
+ * again within about 1.2 ms.
  */
 final class TcpEngine implements Runnable {
     /** Something registered with the selector. */
@@ -26,6 +36,11 @@ final class TcpEngine implements Runnable {
     }
 
     private static final long IDLE_TIMER_NS = 100_000_000L;
+    /** How often a thread in standby looks at its connections. */
+    static final long STANDBY_TICK_NS = 1_000_000L;
+    private static final int AWAKE = 0;
+    private static final int SELECTING = 1;
+    private static final int PARKED = 2;
     private static final long LOAD_CHECK_NS = 250_000_000L;
     private static final Path LOADAVG = Path.of("/proc/loadavg");
 
@@ -38,7 +53,10 @@ final class TcpEngine implements Runnable {
     private volatile TcpQueuePair[] queuePairs = new TcpQueuePair[0];
     private volatile Runnable extraTimer;
     private volatile boolean running = true;
-    private volatile boolean sleeping;
+    /** AWAKE, SELECTING (blocked in select: wake with Selector.wakeup) or PARKED (standby: unpark). */
+    private volatile int sleeping;
+    /** Whether application threads are driving every connected QP of this thread (see the class comment). */
+    private volatile boolean standby;
     private volatile boolean kickPending;
     /** Whether spinning helps now: not while the machine has more runnable threads than cores. */
     private boolean spinAllowed = true;
@@ -68,9 +86,51 @@ final class TcpEngine implements Runnable {
     }
 
     void wakeupIfSleeping() {
-        if (sleeping) {
+        int s = sleeping;
+        if (s == SELECTING) {
+            selector.wakeup();
+        } else if (s == PARKED) {
+            LockSupport.unpark(thread);
+        }
+    }
+
+    /** Wakes the thread only if it is blocked in select (a thread in standby applies changes at its next tick). */
+    void wakeupIfSelecting() {
+        if (sleeping == SELECTING) {
             selector.wakeup();
         }
+    }
+
+    /** Whether application threads currently drive this thread's QPs (it only looks every standby tick). */
+    boolean inStandby() {
+        return standby;
+    }
+
+    /** Whether the thread is (about to be) blocked in select, where it would not see a lazy kick. */
+    boolean blockedInSelect() {
+        return sleeping == SELECTING;
+    }
+
+    /** Asks for a look at kicked QPs at the next loop or standby tick, without waking a sleeping thread. */
+    void kickLazily() {
+        kickPending = true;
+    }
+
+    /**
+     * Whether every connected QP was driven by an application poll within {@link TcpQueuePair#DRIVEN_NS} (and at
+     * least one is connected).
+     */
+    private boolean allDriven(long now) {
+        boolean any = false;
+        for (TcpQueuePair qp : queuePairs) {
+            if (qp.connected()) {
+                if (!qp.drivenAt(now)) {
+                    return false;
+                }
+                any = true;
+            }
+        }
+        return any;
     }
 
     /** Makes sure the timers run no later than {@code deadlineNs}. */
@@ -81,7 +141,10 @@ final class TcpEngine implements Runnable {
                 return;
             }
             if (nextTimerNs.compareAndSet(current, deadlineNs)) {
-                wakeupIfSleeping();
+                if (sleeping == SELECTING) {
+                    // A thread in standby looks at its timers every tick anyway: no wake-up for it.
+                    selector.wakeup();
+                }
                 return;
             }
         }
@@ -114,6 +177,7 @@ final class TcpEngine implements Runnable {
     void stop() {
         running = false;
         selector.wakeup();
+        LockSupport.unpark(thread);
         if (Thread.currentThread() != thread) {
             try {
                 thread.join(2000);
@@ -148,7 +212,28 @@ final class TcpEngine implements Runnable {
                     runTimers(now);
                     work++;
                 }
-                if (work > 0) {
+                boolean driven = allDriven(now);
+                if (work > 0 && !driven) {
+                    standby = false;
+                    idleSinceNs = now;
+                    continue;
+                }
+                if (driven) {
+                    standby = true;
+                    sleeping = PARKED;
+                    try {
+                        if (!kickPending && running) {
+                            LockSupport.parkNanos(this, STANDBY_TICK_NS);
+                        }
+                    } finally {
+                        sleeping = AWAKE;
+                    }
+                    idleSinceNs = System.nanoTime();
+                    continue;
+                }
+                if (standby) {
+                    standby = false;
+                    kickPending = true; // QPs may hold back an ACK while driven: have a look at them now
                     idleSinceNs = now;
                     continue;
                 }
@@ -160,7 +245,7 @@ final class TcpEngine implements Runnable {
                     Thread.onSpinWait();
                     continue;
                 }
-                sleeping = true;
+                sleeping = SELECTING;
                 try {
                     if (kickPending || !running) {
                         continue;
@@ -170,7 +255,7 @@ final class TcpEngine implements Runnable {
                         selector.select(dispatch, Math.max(1, (waitNs + 999_999) / 1_000_000));
                     }
                 } finally {
-                    sleeping = false;
+                    sleeping = AWAKE;
                 }
                 idleSinceNs = System.nanoTime();
             } catch (Throwable t) {

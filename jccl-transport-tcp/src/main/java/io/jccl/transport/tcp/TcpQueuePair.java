@@ -74,6 +74,13 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     private volatile String lastProtocolError;
     /** Set by posting threads that could not take the lock; the progress thread picks the QP up. */
     volatile boolean kicked;
+    /**
+     * A CQ poll that did this QP's I/O less than this long ago means an application thread is driving it: the
+     * progress thread stays out of the way (see {@link TcpEngine}'s standby).
+     */
+    static final long DRIVEN_NS = 1_000_000L;
+    /** When an application poll last drove this QP (or found the lock held by someone doing its I/O). */
+    private volatile long drivenNs = System.nanoTime() - (1L << 62);
 
     // ------------------------------------------------------------------------------------------ connection
     private volatile int conn = C_IDLE;
@@ -122,6 +129,8 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     // ------------------------------------------------------------------------------------------ output
     private final MemorySegment outSegment;
     private final ByteBuffer out;
+    /** Header + payload piece for gathering writes. */
+    private final ByteBuffer[] gather = new ByteBuffer[2];
     private boolean outPending;
     private final RegionViews outViews = new RegionViews();
     private final SoftMemoryRegion[] sourceRegion;
@@ -141,6 +150,18 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     private long[] respValue;
     private long respHead;
     private long respTail;
+    /** ACK word for the next request header built (0: none); consumed, with the ring's last ACK, by header(). */
+    private int carryAck;
+    /**
+     * A CQ poll just handed the application a message, which it will probably answer at once: the ACK for it
+     * (the ring's only entry) waits for that answer to ride on, for at most one more poll or one standby tick.
+     */
+    private volatile boolean ackHeld;
+    /** Receive completions produced (to tell whether a poll delivered a message). */
+    private long receivesDelivered;
+    /** ACK frames sent on their own, and ACKs carried in a request header (diagnostics and tests). */
+    private long standaloneAcks;
+    private long piggybackedAcks;
 
     // ------------------------------------------------------------------------------------------ requester
     private int inFlightReadAtomic;
@@ -229,6 +250,8 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         rxPaused = false;
         rnrDiscarding = false;
         respHead = respTail = 0;
+        carryAck = 0;
+        ackHeld = false;
         inFlightReadAtomic = 0;
         rnrResumeNs = 0;
         localErrorIndex = -1;
@@ -425,8 +448,21 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
 
     // ================================================================================================ engine entry
 
+    /** Whether the connection is up (for the engine's standby decision). */
+    boolean connected() {
+        return conn == C_UP;
+    }
+
+    /** Whether an application poll drove this QP recently. */
+    boolean drivenAt(long now) {
+        return now - drivenNs < DRIVEN_NS;
+    }
+
     @Override
     public void onSelected(SelectionKey selected) {
+        if (conn == C_UP && (engine.inStandby() || ackHeld) && drivenAt(System.nanoTime())) {
+            return; // an application thread is polling this QP and does its I/O; readiness is reported again
+        }
         // Never park the progress thread behind an application thread: whoever holds the lock is doing this QP's
         // I/O already, and readiness is level-triggered, so anything left is reported again by the next select.
         if (!lock.tryLock()) {
@@ -449,6 +485,12 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     }
 
     void onKick() {
+        if (ackHeld && drivenAt(System.nanoTime())) {
+            // The application polls this QP and will send the held ACK (on its answer or at its next poll).
+            kicked = true;
+            engine.kickLazily();
+            return;
+        }
         if (!lock.tryLock()) {
             kickSelf(); // the holder may have missed the new request: look again on the next round
             return;
@@ -633,7 +675,12 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     public int progress() {
         // Completion-queue polls drive the socket too: a busy-polling application then sees ACKs and incoming
         // messages without waiting for the progress thread to wake up.
-        if (conn != C_UP || !lock.tryLock()) {
+        if (conn != C_UP) {
+            return 0;
+        }
+        long now = System.nanoTime();
+        if (!lock.tryLock()) {
+            drivenNs = now; // someone is doing this QP's I/O right now; we keep polling
             return 0;
         }
         try {
@@ -641,10 +688,29 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             // requests (a WRITE ping-pong polls memory, not receives) then land without waiting for the progress
             // thread to be scheduled, while a CQ with hundreds of idle QPs costs no syscalls per poll.
             if (sendHead == sendTail && receiveHead == receiveTail
-                && System.nanoTime() - Math.max(lastRxNs, lastTxNs) > RECENT_ACTIVITY_NS) {
+                && now - Math.max(lastRxNs, lastTxNs) > RECENT_ACTIVITY_NS) {
                 return 0;
             }
-            return conn == C_UP ? ioRound() : 0;
+            if (conn != C_UP) {
+                return 0;
+            }
+            drivenNs = now;
+            // Hold back the ACK of a message this poll delivers, so the application's answer can carry it (one
+            // write instead of two). Only while this QP is application-driven, and never twice in a row: the next
+            // poll or the progress thread's next standby tick sends it on its own if nothing was posted.
+            boolean mayHold = !ackHeld;
+            ackHeld = false;
+            long delivered = receivesDelivered;
+            int work = readInput();
+            if (mayHold && receivesDelivered != delivered && conn == C_UP) {
+                // The progress thread must look at us later in case the application goes quiet: it never blocks
+                // in select with a kick pending (and a thread already blocked there would not look: no hold).
+                kicked = true;
+                engine.kickLazily();
+                ackHeld = !engine.blockedInSelect();
+            }
+            work += pumpOutput();
+            return work + resumeInput();
         } catch (IOException e) {
             onLinkLost();
             return 1;
@@ -659,8 +725,15 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     // ================================================================================================ I/O rounds
 
     private int ioRound() throws IOException {
+        ackHeld = false;
         int work = readInput();
         work += pumpOutput();
+        return work + resumeInput();
+    }
+
+    /** Reading requests was paused for a full response ring: resume once it drained. */
+    private int resumeInput() throws IOException {
+        int work = 0;
         if (rxPaused && respFree() >= 2 && (conn == C_UP)) {
             rxPaused = false;
             updateInterest();
@@ -680,7 +753,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         if (k.interestOps() != ops) {
             k.interestOps(ops);
             if (Thread.currentThread() != engine.thread) {
-                engine.wakeupIfSleeping();
+                engine.wakeupIfSelecting();
             }
         }
     }
@@ -722,6 +795,28 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
 
     /** Writes the current frame; false when the socket is full. */
     private boolean writeCurrent() throws IOException {
+        if (outPending && sourceIndex < sourceCount) {
+            // Header and the first payload piece in one gathering write: one syscall and no lone 48-byte segment.
+            ByteBuffer view = outViews.view(sourceRegion[sourceIndex], sourceOffset[sourceIndex] + sourceDone,
+                sourceLength[sourceIndex] - sourceDone);
+            int start = view.position();
+            gather[0] = out;
+            gather[1] = view;
+            long n;
+            try {
+                n = channel.write(gather);
+            } finally {
+                gather[1] = null;
+            }
+            if (n > 0) {
+                lastTxNs = System.nanoTime();
+            }
+            sourceDone += view.position() - start;
+            if (out.hasRemaining()) {
+                return false;
+            }
+            outPending = false;
+        }
         if (outPending) {
             int n = channel.write(out);
             if (n > 0) {
@@ -756,9 +851,32 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     /** Builds the next frame into the output buffer: responses first, then this QP's next request. */
     private boolean nextFrame() {
         if (respTail > respHead) {
+            int i = (int) (respHead % respType.length);
+            if (respTail - respHead > 1 || respType[i] != Wire.ACK || conn != C_UP) {
+                buildResponse();
+                return true;
+            }
+            // Only a (cumulative) ACK is left: let our next request carry it, if there is one to send now.
+            carryAck = Wire.ACK_PRESENT | respPsn[i];
+            boolean built = nextRequest();
+            if (carryAck == 0) {
+                return built; // the request took it
+            }
+            carryAck = 0;
+            if (built) {
+                return true; // (a request is never built without taking it; kept for safety)
+            }
+            if (ackHeld) {
+                return false;
+            }
             buildResponse();
             return true;
         }
+        return nextRequest();
+    }
+
+    /** Builds this QP's next request into the output buffer, if one may start now. */
+    private boolean nextRequest() {
         if (conn != C_UP) {
             return false;
         }
@@ -808,7 +926,19 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         b.putLong(Wire.OFF_OPERAND1, operand1);
         b.putLong(Wire.OFF_OPERAND2, operand2);
         b.putInt(Wire.OFF_IMM, imm);
-        b.putInt(Wire.OFF_RESERVED, 0);
+        int ack = 0;
+        if (carryAck != 0 && Wire.isRequest(type)) {
+            // The ring's only entry is an ACK: this request carries it instead of a frame of its own.
+            ack = carryAck;
+            carryAck = 0;
+            respHead++;
+            piggybackedAcks++;
+            ackHeld = false;
+        } else if (type == Wire.ACK) {
+            standaloneAcks++;
+            ackHeld = false;
+        }
+        b.putInt(Wire.OFF_ACK, ack);
         b.limit(Wire.HEADER);
         outPending = true;
         counters.increment(Counter.PORT_XMIT_PACKETS);
@@ -855,6 +985,10 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
                 if (!gather(slot, 0, outSegment, Wire.HEADER, length)) {
                     outPending = false;
                     counters.add(Counter.PORT_XMIT_PACKETS, -1);
+                    if (out.getInt(Wire.OFF_ACK) != 0) {
+                        respHead--; // give the carried ACK back to the ring: no frame goes out
+                        piggybackedAcks--;
+                    }
                     localErrorIndex = index;
                     localErrorStatus = WorkCompletionStatus.LOC_PROT_ERR;
                     return nextFrameAfterLocalError();
@@ -1129,13 +1263,23 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         long operand1 = b.getLong(p + Wire.OFF_OPERAND1);
         long operand2 = b.getLong(p + Wire.OFF_OPERAND2);
         int imm = b.getInt(p + Wire.OFF_IMM);
-        int reserved = b.getInt(p + Wire.OFF_RESERVED);
+        int ack = b.getInt(p + Wire.OFF_ACK);
         b.position(p + Wire.HEADER);
         counters.increment(Counter.PORT_RCV_PACKETS);
-        if (reserved != 0 || (psn & ~Wire.PSN_MASK) != 0 || length < 0 || length > TcpContext.MAX_MESSAGE
+        boolean ackValid = ack == 0
+            || (Wire.isRequest(type) && (ack & ~(Wire.ACK_PRESENT | Wire.PSN_MASK)) == 0);
+        if (!ackValid || (psn & ~Wire.PSN_MASK) != 0 || length < 0 || length > TcpContext.MAX_MESSAGE
             || (flags & ~(Wire.FLAG_SOLICITED | Wire.FLAG_FENCE)) != 0) {
             malformed("bad header fields", false);
             return;
+        }
+        if (ack != 0) {
+            // An ACK riding on the peer's request: handled exactly like an ACK frame just before it.
+            int ackPsn = ack & Wire.PSN_MASK;
+            if (!acknowledge(ackPsn, true)) {
+                malformed("piggybacked ACK for PSN " + ackPsn + " that is not outstanding", true);
+                return;
+            }
         }
         if (Wire.isRequest(type)) {
             onRequest(type, psn, length, rkey, va, operand1, operand2, imm);
@@ -1310,6 +1454,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             case A_WRITE_IMM -> {
                 counters.add(Counter.PORT_RCV_DATA, rxLength);
                 enqueueAck(respPsnPending);
+                receivesDelivered++;
                 completeReceive(WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RECV_RDMA_WITH_IMM, rxLength,
                     rxImmediate, true, destQpNumber);
             }
@@ -1317,6 +1462,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
                 counters.add(Counter.PORT_RCV_DATA, rxLength);
                 counters.increment(Counter.RDMA_RECVS);
                 enqueueAck(respPsnPending);
+                receivesDelivered++;
                 completeReceive(WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RECV, rxLength, rxImmediate,
                     rxHasImmediate, destQpNumber);
             }
@@ -1488,6 +1634,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
 
     @Override
     protected void onError() {
+        ackHeld = false;
         localErrorIndex = -1;
         inFlightReadAtomic = 0;
         rnrResumeNs = 0;
@@ -1550,6 +1697,16 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             lock.unlock();
         }
         engine.remove(this);
+    }
+
+    /** {standalone ACK frames sent, ACKs carried on requests} so far (tests, diagnostics). */
+    long[] ackCounts() {
+        lock.lock();
+        try {
+            return new long[] {standaloneAcks, piggybackedAcks};
+        } finally {
+            lock.unlock();
+        }
     }
 
     @Override

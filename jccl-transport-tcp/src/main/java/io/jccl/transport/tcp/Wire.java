@@ -21,7 +21,8 @@ final class Wire {
     static final int HEADER = 48;
     static final int HELLO = 64;
     static final int MAGIC = 0x4A43434C; // "JCCL"
-    static final int VERSION = 1;
+    /** 2: the word at 44 carries a piggybacked ACK on requests (1: reserved, always 0). */
+    static final int VERSION = 2;
     static final int KIND_HELLO = 1;
     static final int KIND_ACCEPT = 2;
 
@@ -65,6 +66,12 @@ final class Wire {
     static final int OFF_OPERAND2 = 32;
     static final int OFF_IMM = 40;
     static final int OFF_RESERVED = 44;
+    /**
+     * The same word: on a request, {@link #ACK_PRESENT} plus a 24-bit PSN acknowledges the peer's requests up to
+     * that PSN, exactly as an ACK frame sent just before this request would; 0 otherwise. Responses carry 0.
+     */
+    static final int OFF_ACK = OFF_RESERVED;
+    static final int ACK_PRESENT = 0x80000000;
 
     private Wire() {
     }
