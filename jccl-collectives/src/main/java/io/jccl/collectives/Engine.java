@@ -871,23 +871,59 @@ final class Engine {
         java.util.Arrays.fill(sources, null);
     }
 
-    /** Direct all-gather: each rank stages its block, everyone copies all blocks. */
+    /**
+     * Direct all-gather. Per round (staging size) each rank either stages its block or, when its input lies in
+     * {@link Communicator#allocate} memory and blocks are at least {@link #DIRECT_SMALL_BYTES}, publishes a
+     * descriptor so that peers copy straight from its input (zero copy: one copy of each block instead of two);
+     * then one barrier and every rank copies all blocks. Blocks of that size end with one more barrier, so no
+     * peer still reads an input when its owner returns (every rank agrees on it: it depends on the size only).
+     */
     void directAllGather(Signature sig, MemorySegment in, MemorySegment out, long blockBytes) {
         long per = t.directStagingBytes;
+        boolean large = blockBytes >= DIRECT_SMALL_BYTES;
+        int zcId = large ? comm.allocationId(in) : -1;
+        long zcOffset = comm.lastAllocationOffset;
+        boolean inPlace = in.isNative() && out.isNative() && in.address() == out.address() + rank * blockBytes;
+        MemorySegment ctrl = t.control.segment();
         boolean first = true;
         for (long base = 0; base < blockBytes || first; base += per) {
             long n = Math.min(per, blockBytes - base);
             long half = halfOffset();
-            MemorySegment.copy(in, base, t.staging.segment(), half, n);
+            long desc = Transport.CTRL_DESC + ((directEpoch + 1) & 1) * 32;
+            if (zcId >= 0) {
+                ctrl.set(ValueLayout.JAVA_LONG, desc, 1);
+                ctrl.set(ValueLayout.JAVA_LONG, desc + 8, zcId);
+                ctrl.set(ValueLayout.JAVA_LONG, desc + 16, zcOffset + base);
+            } else {
+                ctrl.set(ValueLayout.JAVA_LONG, desc, 0);
+                MemorySegment.copy(in, base, t.staging.segment(), half, n);
+            }
             directBarrier(sig, first);
             first = false;
             for (int j = 0; j < size; j++) {
-                MemorySegment.copy(stagingOf(j), half, out, j * blockBytes + base, n);
+                if (j == rank) {
+                    if (!inPlace) {
+                        MemorySegment.copy(in, base, out, j * blockBytes + base, n);
+                    }
+                    continue;
+                }
+                Peer p = t.peers[j];
+                if (p.control.get(ValueLayout.JAVA_LONG, desc) == 1) {
+                    MemorySegment src = comm.mappedAllocation(p, (int) p.control.get(ValueLayout.JAVA_LONG,
+                        desc + 8), deadlineNs);
+                    MemorySegment.copy(src, p.control.get(ValueLayout.JAVA_LONG, desc + 16), out,
+                        j * blockBytes + base, n);
+                } else {
+                    MemorySegment.copy(stagingOf(j), half, out, j * blockBytes + base, n);
+                }
             }
             directRound++;
             if (blockBytes == 0) {
                 break;
             }
+        }
+        if (large) {
+            directBarrier(sig, false);
         }
     }
 

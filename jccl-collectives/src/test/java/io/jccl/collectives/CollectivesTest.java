@@ -311,6 +311,47 @@ class CollectivesTest {
         });
     }
 
+    /**
+     * Direct all-gather reading Communicator.allocate() inputs where they are (zero copy) over several staging
+     * rounds, out of place and in place; odd ranks use arena memory (staged), so both kinds meet in one round;
+     * the input is overwritten right after each call (a peer still reading it would see the new values).
+     */
+    @Test
+    void directAllGatherZeroCopyMixedWithStaged() {
+        int n = 3;
+        Ranks.run(n, Ranks.loop().withAlgorithms("allgather:direct").withDirectBytes(16384), c -> {
+            int r = c.rank();
+            try (Arena arena = Arena.ofConfined()) {
+                for (long count : new long[] {8192, 8192 * 5 + 3, 70001}) {
+                    for (int rep = 0; rep < 3; rep++) {
+                        long bytes = count * 4;
+                        long seed = 300 + count + rep;
+                        MemorySegment in = r % 2 == 0 ? c.allocate(bytes + 128).asSlice(128)
+                            : arena.allocate(bytes, 64);
+                        MemorySegment out = c.allocate(bytes * n);
+                        fill(in, 0, count, seed, r, ReduceOp.SUM, DataType.INT32);
+                        c.allGather(in, out, count, DataType.INT32);
+                        in.fill((byte) 0x55);
+                        for (int b = 0; b < n; b++) {
+                            int bb = b;
+                            check("zero-copy allGather block " + b + " count " + count, out, b * count, count,
+                                DataType.INT32, i -> value(seed, bb, i, ReduceOp.SUM, DataType.INT32));
+                        }
+                        MemorySegment all = c.allocate(bytes * n);
+                        fill(all, r * count, count, seed + 1, r, ReduceOp.SUM, DataType.INT32);
+                        c.allGather(all.asSlice(r * bytes, bytes), all, count, DataType.INT32);
+                        for (int b = 0; b < n; b++) {
+                            int bb = b;
+                            check("zero-copy allGather in place block " + b + " count " + count, all, b * count,
+                                count, DataType.INT32, i -> value(seed + 1, bb, i, ReduceOp.SUM, DataType.INT32));
+                        }
+                        all.asSlice(r * bytes, bytes).fill((byte) 0x66);
+                    }
+                }
+            }
+        });
+    }
+
     /** A few MiB through every all-reduce algorithm (multi-chunk, multi-round staging). */
     @Test
     void fewMebibytes() {
