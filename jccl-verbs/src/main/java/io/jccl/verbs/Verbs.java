@@ -5,11 +5,26 @@ import io.jccl.verbs.spi.VerbsProvider;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Map;
 import java.util.ServiceLoader;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.stream.Collectors;
 
-/** Entry point: lists the devices of every provider on this host ({@code ibv_get_device_list}). */
+/**
+ * Entry point: lists the devices of every provider on this host ({@code ibv_get_device_list}).
+ *
+ * <p>Providers are found with {@link ServiceLoader}. That scan reads the service file of every jar on the class
+ * path (opening jars nothing else needs) and costs tens of milliseconds at start-up, so {@link #device(String)}
+ * first tries the provider JCCL ships under the device's name prefix ({@code shm0} → the shm provider), loaded by
+ * class name, and scans only when that does not find the device. One instance per provider class either way.
+ */
 public final class Verbs {
+    /** Provider name prefix → class of the providers in this project (tried before a scan). */
+    private static final Map<String, String> BUILT_IN = Map.of(
+        "shm", "io.jccl.transport.shm.ShmProvider",
+        "tcp", "io.jccl.transport.tcp.TcpProvider");
+    /** Providers created by class name (and reused by the scan), by class name. */
+    private static final Map<String, VerbsProvider> BY_CLASS = new ConcurrentHashMap<>();
     private static volatile List<VerbsProvider> providers;
 
     private Verbs() {
@@ -23,7 +38,8 @@ public final class Verbs {
                 loaded = providers;
                 if (loaded == null) {
                     List<VerbsProvider> found = new ArrayList<>();
-                    ServiceLoader.load(VerbsProvider.class, Verbs.class.getClassLoader()).forEach(found::add);
+                    ServiceLoader.load(VerbsProvider.class, Verbs.class.getClassLoader()).stream().forEach(p ->
+                        found.add(BY_CLASS.computeIfAbsent(p.type().getName(), k -> p.get())));
                     found.sort(Comparator.comparingInt(VerbsProvider::order).thenComparing(VerbsProvider::name));
                     loaded = List.copyOf(found);
                     providers = loaded;
@@ -31,6 +47,49 @@ public final class Verbs {
             }
         }
         return loaded;
+    }
+
+    /** The device from the built-in provider whose name prefixes {@code name}, or null (then: scan). */
+    private static Device builtInDevice(String name) {
+        if (providers != null) {
+            return null; // scanned already: the list answers as fast
+        }
+        for (Map.Entry<String, String> e : BUILT_IN.entrySet()) {
+            if (!name.startsWith(e.getKey())) {
+                continue;
+            }
+            VerbsProvider provider = builtIn(e.getValue());
+            if (provider == null) {
+                return null;
+            }
+            for (Device device : provider.devices()) {
+                if (device.name().equals(name)) {
+                    return device;
+                }
+            }
+            if (provider.name().equals(name) && !provider.devices().isEmpty()) {
+                return provider.devices().getFirst();
+            }
+        }
+        return null;
+    }
+
+    private static VerbsProvider builtIn(String className) {
+        VerbsProvider known = BY_CLASS.get(className);
+        if (known != null) {
+            return known;
+        }
+        try {
+            Class<?> type = Class.forName(className, true, Verbs.class.getClassLoader());
+            if (!VerbsProvider.class.isAssignableFrom(type)) {
+                return null;
+            }
+            VerbsProvider created = (VerbsProvider) type.getDeclaredConstructor().newInstance();
+            VerbsProvider raced = BY_CLASS.putIfAbsent(className, created);
+            return raced != null ? raced : created;
+        } catch (ReflectiveOperationException | LinkageError | RuntimeException e) {
+            return null; // not on the class path (or broken): the scan decides
+        }
     }
 
     /** The devices of every provider. */
@@ -48,6 +107,10 @@ public final class Verbs {
      * @throws VerbsException INVALID_ARGUMENT naming the devices that exist when there is no such device
      */
     public static Device device(String name) {
+        Device quick = builtInDevice(name);
+        if (quick != null) {
+            return quick;
+        }
         List<Device> all = devices();
         for (Device device : all) {
             if (device.name().equals(name)) {
