@@ -139,6 +139,29 @@ class Harness:
             self.samples.setdefault((config, impl, row["op"], row["bytes"]), []).append(row["us"])
 
     def ceilings(self, label):
+        if "tcp" in self.a.configs:
+            # The loopback TCP ceiling for a 2-rank ring: both directions at once (iperf3 --bidir, 1 stream each).
+            self.port += 1
+            self.quiet.wait(f"iperf3 bidir {label}")
+            cmd = ["bash", "-c", f"iperf3 -s -1 -p {self.port} >/dev/null 2>&1 & spid=$!; sleep 0.5; "
+                   f"iperf3 -c 127.0.0.1 -p {self.port} --bidir -t 3 -l 1M -J; rc=$?; wait $spid; exit $rc"]
+            r = B.run_measured(f"iperf3 bidir {label}", cmd, raw_name=f"iperf3.bidir.{label}.json", timeout=60,
+                               retries=self.a.retries)
+            try:
+                end = json.loads(r.out[r.out.index("{"):])["end"]
+                fwd = end["sum_received"]["bits_per_second"] / 8e9
+                rev = end["sum_received_bidir_reverse"]["bits_per_second"] / 8e9
+                self.ceil.setdefault(("tcp_bidir", MIB, 1), []).append(min(fwd, rev))
+                self.ceil.setdefault(("tcp_bidir", MIB, 2), []).append(fwd + rev)
+            except (ValueError, KeyError):
+                pass
+            self.port += 1
+            self.quiet.wait(f"iperf3 {label}")
+            r = B.run_measured(f"iperf3 {label}", B.iperf3_cmd(self.port, 3), raw_name=f"iperf3.{label}.json",
+                               timeout=60, retries=self.a.retries)
+            one_way = B.parse_iperf3(r.out)
+            if one_way is not None:
+                self.ceil.setdefault(("tcp_one_way", MIB, 1), []).append(one_way)
         for prog, kind in (("memcpy_bw", "memcpy"), ("reduce_bw", "reduce")):
             self.quiet.wait(f"{prog} {label}")
             r = B.run_measured(f"{prog} {label}", [os.path.join(self.build, prog), str(self.a.c_trials)],
@@ -414,6 +437,14 @@ def report(h, a, t_start):
             continue
         A(f"### {title}\n")
         A(f"JCCL with `{' '.join(a.jccl_env_tcp)}`; {desc} µs per op (busbw GB/s).\n")
+        if cfg == "tcp" and h.ceil.get(("tcp_bidir", MIB, 1)):
+            A(f"Loopback TCP ceiling in this run (start and end): iperf3 `--bidir -l 1M`, one stream each way at once, "
+              f"{B.spread(h.ceil[('tcp_bidir', MIB, 1)])} GB/s per direction "
+              f"({B.spread(h.ceil.get(('tcp_bidir', MIB, 2), []))} GB/s both together). A 2-rank ring all-reduce "
+              f"sends N bytes each way (N/2 reduce-scatter + N/2 all-gather) while receiving as much, so its busbw "
+              f"(= N / t for 2 ranks) cannot exceed the per-direction figure, before any reduction work; nor can a "
+              f"2-rank all-gather's (each rank sends N/2 while receiving N/2). One stream one way (iperf3 `-l 1M`, the "
+              f"bound for a broadcast's busbw): {B.spread(h.ceil.get(('tcp_one_way', MIB, 1), []))} GB/s.\n")
         impls = [(cfg, jimpl), (gcfg, gimpl)] + ([("tcp", "ompi-c-tcp")] if cfg == "tcp" else [])
         rows = []
         for op, sizes in (("allreduce", FULL_AR), ("bcast", BC_AG), ("allgather", BC_AG)):
