@@ -390,7 +390,8 @@ public final class Communicator implements AutoCloseable {
         }
         if (size > 1) {
             log.info(rank, Log.Subsys.INIT, "communicator '" + options.name() + "' rank " + rank + "/" + size
-                + ": direct algorithms " + (transport.direct ? "on" : "off" + (wantDirect ? " (mapping failed)"
+                + ": direct algorithms " + (transport.direct ? "on (all-reduce up to " + Engine.INLINE_BYTES
+                + " B inline in the arrival records)" : "off" + (wantDirect ? " (mapping failed)"
                 : allSameHost ? (options.directDisabled() ? " (JCCL_DIRECT_DISABLE=1)" : "") : " (ranks span hosts)"))
                 + ", kernels " + engine.kernels.name() + ", timeout " + TimeUnit.NANOSECONDS.toSeconds(
                 options.timeoutNs()) + " s");
@@ -947,6 +948,7 @@ public final class Communicator implements AutoCloseable {
             }
             case HIER -> engine.hierAllReduce(sig, work, count, type, op, localGroup, leaderGroup);
             case RHD -> engine.rhdAllReduce(sig, work, count, type, op);
+            case RD -> engine.rdAllReduce(sig, work, count, type, op, bounce(2, bytes));
             default -> engine.ringAllReduce(sig, work, count, type, op);
         }
         if (work != recv) {

@@ -453,6 +453,50 @@ final class Engine {
         }
     }
 
+    /**
+     * Recursive doubling with whole vectors (small messages on the message path): log2(p) exchange steps over the
+     * largest power of two p ≤ n; the first 2(n−p) ranks fold in pairs first (the even one hands its vector to the
+     * odd one and gets the result back at the end). Each step sends a copy of the running vector from
+     * {@code scratch} and reduces the partner's straight into {@code buf}. Both partners combine the same two
+     * partial vectors (the kernels' two-operand combine is commutative, bit for bit), so every rank ends with an
+     * identical result.
+     */
+    void rdAllReduce(Signature sig, MemorySegment buf, long count, DataType type, ReduceOp op, MemorySegment scratch) {
+        long bytes = count * type.sizeBytes();
+        int p2 = Integer.highestOneBit(gsize);
+        int rem = gsize - p2;
+        int vr;
+        if (grank < 2 * rem) {
+            if ((grank & 1) == 0) {
+                sendX(peer(grank + 1), sig, buf, 0, bytes);
+                run();
+                recvX(peer(grank + 1), sig, buf, 0, bytes, null, null);
+                run();
+                return;
+            }
+            recvX(peer(grank - 1), sig, buf, 0, bytes, type, op);
+            run();
+            vr = grank / 2;
+        } else {
+            vr = grank - rem;
+        }
+        for (int d = 1; d < p2; d <<= 1) {
+            int partnerV = vr ^ d;
+            int partner = partnerV < rem ? 2 * partnerV + 1 : partnerV + rem;
+            MemorySegment.copy(buf, 0, scratch, 0, bytes);
+            sendX(peer(partner), sig, scratch, 0, bytes);
+            recvX(peer(partner), sig, buf, 0, bytes, type, op);
+            run();
+        }
+        if (op == ReduceOp.AVG) {
+            kernels.divide(type, buf, 0, count, gsize);
+        }
+        if (grank < 2 * rem) {
+            sendX(peer(grank - 1), sig, buf, 0, bytes);
+            run();
+        }
+    }
+
     /** Rabenseifner: recursive-halving reduce-scatter, then recursive-doubling all-gather (any n, with folding). */
     void rhdAllReduce(Signature sig, MemorySegment buf, long count, DataType type, ReduceOp op) {
         int es = type.sizeBytes();

@@ -24,6 +24,7 @@ class CollectivesTest {
     static final String TREE = "allreduce:tree;broadcast:tree;reduce:tree;allgather:ring;reducescatter:ring;"
         + "alltoall:pairwise;barrier:dissemination";
     static final String RHD = "allreduce:rhd;broadcast:tree";
+    static final String RD = "allreduce:rd;broadcast:tree";
     static final String DIRECT = "allreduce:direct;broadcast:direct;reduce:direct;allgather:direct;"
         + "reducescatter:direct;alltoall:direct;barrier:direct";
     static final long[] SIZES = {0, 1, 17, 1031, 70001};
@@ -243,13 +244,14 @@ class CollectivesTest {
     }
 
     @ParameterizedTest(name = "{0} ranks, {1}")
-    @CsvSource({"1,auto", "2,ring", "2,tree", "2,rhd", "2,direct", "3,ring", "3,tree", "3,rhd", "3,direct",
-        "4,rhd", "5,ring", "5,rhd", "5,direct", "6,tree"})
+    @CsvSource({"1,auto", "2,ring", "2,tree", "2,rhd", "2,rd", "2,direct", "3,ring", "3,tree", "3,rhd", "3,rd",
+        "3,direct", "4,rhd", "4,rd", "5,ring", "5,rhd", "5,direct", "6,tree", "7,rd"})
     void allCollectivesAllTypes(int n, String profile) {
         String spec = switch (profile) {
             case "ring" -> RING;
             case "tree" -> TREE;
             case "rhd" -> RHD;
+            case "rd" -> RD;
             case "direct" -> DIRECT;
             default -> "";
         };
@@ -356,7 +358,7 @@ class CollectivesTest {
     @Test
     void fewMebibytes() {
         long count = (3L << 20) / 4 + 7; // ~3 MiB of float32
-        for (String algo : new String[] {"ring", "tree", "rhd", "direct"}) {
+        for (String algo : new String[] {"ring", "tree", "rhd", "rd", "direct"}) {
             Ranks.run(3, Ranks.loop().withAlgorithms("allreduce:" + algo), c -> {
                 try (Arena arena = Arena.ofConfined()) {
                     MemorySegment buf = arena.allocate(count * 4);

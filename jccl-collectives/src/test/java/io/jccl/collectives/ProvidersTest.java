@@ -17,12 +17,13 @@ class ProvidersTest {
 
     @ParameterizedTest(name = "{1} ranks over {0}, {2}")
     @CsvSource({"shm0,2,auto", "shm0,3,ring", "shm0,4,direct", "shm0,3,rhd", "tcp0,2,auto", "tcp0,3,ring",
-        "tcp0,3,tree", "tcp0,4,rhd"})
+        "tcp0,3,tree", "tcp0,4,rhd", "tcp0,3,rd"})
     void everyCollective(String transport, int n, String profile) {
         String spec = switch (profile) {
             case "ring" -> CollectivesTest.RING;
             case "tree" -> CollectivesTest.TREE;
             case "rhd" -> CollectivesTest.RHD;
+            case "rd" -> CollectivesTest.RD;
             case "direct" -> CollectivesTest.DIRECT;
             default -> "";
         };

@@ -8,6 +8,11 @@ public enum Algorithm {
     TREE,
     /** Recursive halving (reduce-scatter) then recursive doubling (all-gather): Rabenseifner's allreduce. */
     RHD,
+    /**
+     * Recursive doubling with whole vectors: log2(n) exchange steps (+2 to fold a non-power of two), the fewest
+     * message latencies of any all-reduce; for small messages on the message path (one exchange for 2 ranks).
+     */
+    RD,
     /** Shared memory: every rank maps its peers' staging buffers and loads/stores them directly. */
     DIRECT,
     /** All-to-all in n-1 pairwise exchange steps. */

@@ -57,7 +57,7 @@ public final class AlgorithmFilter {
                         named.add(Algorithm.valueOf(name.trim().toUpperCase(java.util.Locale.ROOT)));
                     } catch (IllegalArgumentException e) {
                         throw new IllegalArgumentException("JCCL_ALGO=" + spec + ": unknown algorithm '" + name.trim()
-                            + "' (known: ring, tree, rhd, direct, hier, pairwise, linear, dissemination)");
+                            + "' (known: ring, tree, rhd, rd, direct, hier, pairwise, linear, dissemination)");
                     }
                 }
             }

@@ -19,7 +19,8 @@ public final class CostModel {
     /** Algorithms implemented for a collective (DIRECT only applies when the direct path exists). */
     public static Set<Algorithm> candidates(Collective c) {
         return switch (c) {
-            case ALL_REDUCE -> EnumSet.of(Algorithm.RING, Algorithm.TREE, Algorithm.RHD, Algorithm.DIRECT, Algorithm.HIER);
+            case ALL_REDUCE -> EnumSet.of(Algorithm.RING, Algorithm.TREE, Algorithm.RHD, Algorithm.RD, Algorithm.DIRECT,
+                Algorithm.HIER);
             case BROADCAST -> EnumSet.of(Algorithm.TREE, Algorithm.RING, Algorithm.DIRECT);
             case REDUCE -> EnumSet.of(Algorithm.TREE, Algorithm.DIRECT);
             case ALL_GATHER, REDUCE_SCATTER -> EnumSet.of(Algorithm.RING, Algorithm.DIRECT);
@@ -97,6 +98,18 @@ public final class CostModel {
                     int p2 = Integer.highestOneBit(n);
                     double core = 2 * log2Ceil(p2) * alpha + m.transferUs(2 * s * (p2 - 1) / p2) + red;
                     yield pow2 ? core : core + 2 * alpha + m.transferUs(2 * s) + red;
+                }
+                case RD -> {
+                    if (p.intra() != null && p.nodes() > 1) {
+                        // ranks span hosts and some host has several: that is hier's case (intra-host steps over
+                        // the fast path); recursive doubling is for flat jobs
+                        yield Double.POSITIVE_INFINITY;
+                    }
+                    // whole vectors every step; each step also copies the vector it sends (~ a reduction's cost)
+                    int p2 = Integer.highestOneBit(n);
+                    int lp = log2Ceil(p2);
+                    double core = lp * (alpha + m.transferUs(s) + 2 * red);
+                    yield Integer.bitCount(n) == 1 ? core : core + 2 * alpha + m.transferUs(2 * s) + red;
                 }
                 default -> Double.POSITIVE_INFINITY;
             };

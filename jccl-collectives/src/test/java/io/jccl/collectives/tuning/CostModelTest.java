@@ -17,7 +17,10 @@ class CostModelTest {
     void smallMessagesPreferLogStepsLargePreferBandwidthOptimal() {
         AlgorithmFilter none = AlgorithmFilter.none();
         Algorithm small = CostModel.select(Collective.ALL_REDUCE, 8, 8, TCP, none);
-        assertTrue(small == Algorithm.TREE || small == Algorithm.RHD, small.toString());
+        assertTrue(small == Algorithm.TREE || small == Algorithm.RHD || small == Algorithm.RD, small.toString());
+        // one exchange instead of two for 2 ranks
+        assertEquals(Algorithm.RD, CostModel.select(Collective.ALL_REDUCE, 2, 8, TCP, none));
+        assertEquals(Algorithm.RING, CostModel.select(Collective.ALL_REDUCE, 2, 64L << 20, TCP, none));
         Algorithm large = CostModel.select(Collective.ALL_REDUCE, 8, 256L << 20, TCP, none);
         assertTrue(large == Algorithm.RING || large == Algorithm.RHD, large.toString());
         assertEquals(Algorithm.DIRECT, CostModel.select(Collective.ALL_REDUCE, 4, 8, SHM, none));
