@@ -58,14 +58,26 @@ public final class AotCache {
 
     private final Path directory;
     private final PrintStream log;
+    private final boolean jvmLogs;
 
     /**
      * @param directory where caches are kept (created when needed)
      * @param log where decisions are reported (JCCL_DEBUG=INFO), or null for silence
      */
     public AotCache(Path directory, PrintStream log) {
-        this.directory = directory;
+        this(directory, log, false);
+    }
+
+    /**
+     * @param directory where caches are kept (created when needed)
+     * @param log where decisions are reported (JCCL_DEBUG=INFO), or null for silence
+     * @param jvmLogs whether the JVM's own AOT warnings go to the ranks' stderr (JCCL_DEBUG=TRACE) instead of
+     *     being switched off
+     */
+    public AotCache(Path directory, PrintStream log, boolean jvmLogs) {
+        this.directory = directory.toAbsolutePath().normalize();
         this.log = log;
+        this.jvmLogs = jvmLogs;
     }
 
     /**
@@ -87,7 +99,8 @@ public final class AotCache {
             }
             dir = Path.of(home, "jccl-tools", "target", "aot").toString();
         }
-        return new AotCache(Path.of(dir), debug(env) ? err : null);
+        return new AotCache(Path.of(dir), debug(env) ? err : null,
+            env.getOrDefault("JCCL_DEBUG", "").equalsIgnoreCase("TRACE"));
     }
 
     private static boolean debug(Map<String, String> env) {
@@ -114,7 +127,7 @@ public final class AotCache {
             Path cache = directory.resolve("rank-" + key + ".aot");
             if (Files.isRegularFile(cache) && Files.size(cache) > 0) {
                 note("using AOT cache " + cache);
-                return new Plan(Mode.USE, cache, null, java, command);
+                return new Plan(Mode.USE, cache, null, java, command, null, jvmLogs);
             }
             Path failed = directory.resolve("rank-" + key + ".failed");
             if (Files.exists(failed)) {
@@ -124,7 +137,7 @@ public final class AotCache {
             Files.createDirectories(directory);
             Path config = directory.resolve("rank-" + key + "." + ProcessHandle.current().pid() + ".aotconf");
             note("no AOT cache for this command yet: rank 0 records a training run (" + config + ")");
-            return new Plan(Mode.TRAIN, cache, config, java, command);
+            return new Plan(Mode.TRAIN, cache, config, java, command, null, jvmLogs);
         } catch (IOException | RuntimeException e) {
             note("AOT cache not used: " + e);
             return Plan.none(e.toString());
@@ -286,14 +299,12 @@ public final class AotCache {
      * @param java the parsed command (null for NONE)
      * @param command the original command
      * @param why for NONE: why not
+     * @param jvmLogs whether the JVM's AOT warnings are shown (on the ranks' stderr) rather than switched off
      */
-    record Plan(Mode mode, Path cache, Path config, JavaCommand java, List<String> command, String why) {
-        Plan(Mode mode, Path cache, Path config, JavaCommand java, List<String> command) {
-            this(mode, cache, config, java, command, null);
-        }
-
+    record Plan(Mode mode, Path cache, Path config, JavaCommand java, List<String> command, String why,
+                boolean jvmLogs) {
         static Plan none(String why) {
-            return new Plan(Mode.NONE, null, null, null, null, why);
+            return new Plan(Mode.NONE, null, null, null, null, why, false);
         }
 
         /** Rank {@code rank}'s command with the AOT options added after the java binary. */
@@ -309,9 +320,15 @@ public final class AotCache {
                 out.add("-XX:AOTMode=record");
                 out.add("-XX:AOTConfiguration=" + config);
             }
-            // A cache the JVM refuses (or a recording problem) must not print anything: the run goes on without.
-            out.add("-Xlog:aot*=off");
-            out.add("-Xlog:cds*=off");
+            if (jvmLogs) {
+                // JCCL_DEBUG=TRACE: why the JVM refuses a cache, on stderr (not stdout, the program's output).
+                out.add("-Xlog:aot=warning:stderr");
+                out.add("-Xlog:cds=warning:stderr");
+            } else {
+                // A cache the JVM refuses (or a recording problem) must not print anything: the run goes on.
+                out.add("-Xlog:aot*=off");
+                out.add("-Xlog:cds*=off");
+            }
             out.addAll(original.subList(1, original.size()));
             return out;
         }

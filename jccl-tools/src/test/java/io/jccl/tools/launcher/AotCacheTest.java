@@ -126,6 +126,10 @@ class AotCacheTest {
             assertEquals(cmd.subList(1, cmd.size()), c.subList(c.size() - cmd.size() + 1, c.size()));
         }
         assertFalse(use.isJvmNote(0, " AOTConfiguration recorded: x"));
+        // JCCL_DEBUG=TRACE: the JVM's AOT warnings reach stderr instead of being switched off.
+        List<String> traced = new AotCache(dir.resolve("aot"), null, true).plan(cmd, Map.of()).commandFor(1, cmd);
+        assertTrue(traced.contains("-Xlog:aot=warning:stderr"), traced.toString());
+        assertFalse(traced.contains("-Xlog:aot*=off"), traced.toString());
 
         // Stale: the jar changes, the old cache is not used, a new training starts.
         Files.setLastModifiedTime(jar, FileTime.fromMillis(Files.getLastModifiedTime(jar).toMillis() + 10_000));
@@ -152,6 +156,8 @@ class AotCacheTest {
         AotCache on = AotCache.fromEnvironment(Map.of("JCCL_AOT_DIR", dir.toString()), err);
         assertNotNull(on);
         assertEquals(dir, on.directory());
+        AotCache trace = AotCache.fromEnvironment(Map.of("JCCL_AOT_DIR", "rel/aot", "JCCL_DEBUG", "TRACE"), err);
+        assertTrue(trace.directory().isAbsolute(), "ranks may run elsewhere: " + trace.directory());
         String home = System.getProperty("jccl.home");
         try {
             System.clearProperty("jccl.home");
