@@ -302,6 +302,8 @@ public final class Communicator implements AutoCloseable {
             }
             peers[j] = new Peer(j, opened.get(chosen), reason.endsWith(";") ? reason.substring(0, reason.length() - 1)
                 : reason);
+            peers[j].chunkBytes = options.chunkBytesFor(chosen);
+            peers[j].slotBytes = Signature.BYTES + peers[j].chunkBytes;
             peers[j].host = peersHello[j][4];
             peers[j].pid = Long.parseLong(peersHello[j][5]);
             peers[j].sameHost = sameHost;
@@ -318,7 +320,7 @@ public final class Communicator implements AutoCloseable {
                 Transport.closeQuietly(e.getValue().context);
             }
         }
-        transport = new Transport(this, rank, size, options.slots(), options.chunkBytes(), peers, used);
+        transport = new Transport(this, rank, size, options.slots(), peers, used);
         boolean wantDirect = size > 1 && allSameHost && used.size() == 1 && !options.directDisabled();
         if (wantDirect) {
             Transport.DeviceResources d = used.values().iterator().next();
@@ -381,7 +383,8 @@ public final class Communicator implements AutoCloseable {
         }
         tuning = new TuningParameters(messagePath(used.keySet()), transport.direct
             ? TuningParameters.defaults("direct") : null, TuningParameters.defaultReduceGBps(),
-            options.directBytes(), options.chunkBytes(), byHost.size(), intra);
+            options.directBytes(), options.chunkBytesFor(used.containsKey("tcp0") ? "tcp0" : "shm0"), byHost.size(),
+            intra);
         for (Peer p : peers) {
             if (p != null) {
                 log.info(rank, Log.Subsys.INIT, "rank " + rank + " -> rank " + p.rank + " via " + p.device.name + ": "

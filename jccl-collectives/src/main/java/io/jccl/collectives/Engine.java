@@ -241,7 +241,7 @@ final class Engine {
         int work = 0;
         Peer p = x.peer;
         while (!x.finished && t.canSend(p)) {
-            int n = (int) Math.min(x.len - x.done, t.chunkBytes);
+            int n = (int) Math.min(x.len - x.done, p.chunkBytes);
             if (x.after != null && x.after.done < x.done + n) {
                 break;
             }
@@ -261,7 +261,7 @@ final class Engine {
         MemorySegment inbox = p.inbox.segment();
         while (!x.finished && p.consumed < p.arrived) {
             long slot = t.nextSlotOffset(p);
-            int expect = (int) Math.min(x.len - x.done, t.chunkBytes);
+            int expect = (int) Math.min(x.len - x.done, p.chunkBytes);
             if (!x.sig.matches(inbox, slot) || Signature.chunkBytes(inbox, slot) != expect) {
                 throw comm.mismatch("rank " + rank + " is running " + x.sig + " and expected " + expect
                     + " bytes from rank " + p.rank + ", but rank " + p.rank + " sent " + Signature.chunkBytes(inbox,

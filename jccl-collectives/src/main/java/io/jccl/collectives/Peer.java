@@ -10,6 +10,9 @@ final class Peer {
     final int rank;
     final Transport.DeviceResources device;
     final String reason;
+    /** Ring chunk size towards this peer (depends on the device) and the inbox slot size (header + chunk). */
+    int chunkBytes;
+    int slotBytes;
     QueuePair qp;
     /** My inbox for this peer's chunks: slots × slotBytes. */
     MemoryRegion inbox;

@@ -77,8 +77,6 @@ final class Transport implements AutoCloseable {
     final int rank;
     final int size;
     final int slots;
-    final int chunkBytes;
-    final int slotBytes;
     final Peer[] peers;
     final Map<String, DeviceResources> devices = new LinkedHashMap<>();
     private final DeviceResources[] deviceArray;
@@ -96,14 +94,12 @@ final class Transport implements AutoCloseable {
     /** Per-window, per-peer signal counts. */
     long[][] windowSignals = new long[0][];
 
-    Transport(Communicator comm, int rank, int size, int slots, int chunkBytes, Peer[] peers,
+    Transport(Communicator comm, int rank, int size, int slots, Peer[] peers,
               Map<String, DeviceResources> devices) {
         this.comm = comm;
         this.rank = rank;
         this.size = size;
         this.slots = slots;
-        this.chunkBytes = chunkBytes;
-        this.slotBytes = Signature.BYTES + chunkBytes;
         this.peers = peers;
         this.devices.putAll(devices);
         this.deviceArray = devices.values().toArray(DeviceResources[]::new);
@@ -136,7 +132,7 @@ final class Transport implements AutoCloseable {
             QueuePairInitAttributes attrs = QueuePairInitAttributes.of(p.device.cq)
                 .withDepths(sendDepth, receiveDepth);
             p.qp = p.device.pd.createQueuePair(attrs);
-            p.inbox = p.device.pd.allocateMemory((long) slots * slotBytes, AccessFlag.LOCAL_WRITE,
+            p.inbox = p.device.pd.allocateMemory((long) slots * p.slotBytes, AccessFlag.LOCAL_WRITE,
                 AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ);
             p.headers = p.device.pd.allocateMemory((long) slots * Signature.BYTES, AccessFlag.LOCAL_WRITE);
             p.qp.modify(QueuePairAttributes.toInit(AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE,
@@ -175,7 +171,7 @@ final class Transport implements AutoCloseable {
         if (log.enabled(Log.Level.INFO, Log.Subsys.NET)) {
             log.info(rank, Log.Subsys.NET, "QP 0x" + Integer.toHexString(p.qp.queuePairNumber()) + " on "
                 + p.device.name + " connected to rank " + p.rank + " (" + remote + "); " + slots + " inbox slots of "
-                + chunkBytes + " B each way, direct access " + (p.qp.supportsDirectAccess() ? "supported" : "no"));
+                + p.chunkBytes + " B each way, direct access " + (p.qp.supportsDirectAccess() ? "supported" : "no"));
         }
         if (!wantDirect || f.length < 8 || !p.qp.supportsDirectAccess()) {
             return false;
@@ -214,7 +210,7 @@ final class Transport implements AutoCloseable {
         int slot = (int) (p.sent % slots);
         sig.write(p.headers.segment(), (long) slot * Signature.BYTES, length);
         send.wrId(((long) p.rank << 32) | WR_SEND).opcode(SendOpcode.RDMA_WRITE_WITH_IMM).flags(SendFlag.SIGNALED)
-            .remote(p.remoteInboxAddress + (long) slot * slotBytes, p.remoteInboxRkey)
+            .remote(p.remoteInboxAddress + (long) slot * p.slotBytes, p.remoteInboxRkey)
             .immediateData((IMM_DATA << 30) | (int) (p.sent & 0xFFFF));
         send.setSgeCount(length > 0 ? 2 : 1);
         send.sge(0).set(p.headers, (long) slot * Signature.BYTES, Signature.BYTES);
@@ -329,7 +325,7 @@ final class Transport implements AutoCloseable {
 
     /** Byte offset of the next unconsumed slot of {@code p} in its inbox. */
     long nextSlotOffset(Peer p) {
-        return (p.consumed % slots) * (long) slotBytes;
+        return (p.consumed % slots) * (long) p.slotBytes;
     }
 
     // ------------------------------------------------------------------------------------------------ health
