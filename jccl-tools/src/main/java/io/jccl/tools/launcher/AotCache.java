@@ -44,7 +44,7 @@ import java.util.concurrent.TimeUnit;
  */
 public final class AotCache {
     /** Caches kept in the directory (oldest deleted first). */
-    static final int KEEP = 8;
+    static final int KEEP = 4;
     private static final long CREATE_TIMEOUT_S = 120;
     /** Options whose separate value is part of the option (java's own list of two-word options). */
     private static final List<String> TWO_WORD = List.of("-cp", "-classpath", "--class-path", "-p", "--module-path",
@@ -201,7 +201,7 @@ public final class AotCache {
         }
     }
 
-    /** Deletes all but the newest {@link #KEEP} caches (and markers older than every kept cache). */
+    /** Deletes all but the newest {@link #KEEP} rank caches. */
     void prune() {
         List<Path> caches = new ArrayList<>();
         try (DirectoryStream<Path> ds = Files.newDirectoryStream(directory, "rank-*.aot")) {
