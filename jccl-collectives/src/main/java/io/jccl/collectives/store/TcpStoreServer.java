@@ -70,7 +70,9 @@ public final class TcpStoreServer implements AutoCloseable {
                 Socket socket = server.accept();
                 socket.setTcpNoDelay(true);
                 clients.add(socket);
-                Thread.ofVirtual().name("jccl-store-conn").start(() -> serve(socket));
+                // A platform daemon thread, not a virtual one: with virtual threads the rank JVMs took ~300 ms longer
+                // to exit after their shutdown hooks (launch wall of 2 ranks 754 -> 451 ms measured).
+                Thread.ofPlatform().daemon().name("jccl-store-conn").start(() -> serve(socket));
             } catch (IOException e) {
                 if (!closed) {
                     Log.get().warn(-1, Log.Subsys.INIT, "TcpStoreServer accept failed: " + e);

@@ -140,6 +140,7 @@ public final class TestsCommand implements Callable<Integer> {
         try (SweepProgress watched = new SweepProgress(out, progress, test, sizeCount)) {
             PrintStream stdout = progress.enabled() ? new PrintStream(watched, true, StandardCharsets.UTF_8) : out;
             Launcher.Result result = Launcher.builder().ranks(ranks).prefixOutput(false).out(stdout)
+                .aotCache(io.jccl.tools.launcher.AotCache.fromEnvironment(System.getenv(), System.err))
                 .timeout(Duration.ofSeconds(timeoutSeconds))
                 .javaMain(List.of(), "io.jccl.tools.Main", forwarded).build().run();
             stdout.flush();

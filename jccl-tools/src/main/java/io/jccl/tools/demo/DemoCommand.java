@@ -37,6 +37,7 @@ public final class DemoCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         System.out.printf("jccl demo: %d local ranks, data-parallel training over JCCL collectives%n", ranks);
         Launcher.Builder builder = Launcher.builder().ranks(ranks).prefixOutput(true)
+            .aotCache(io.jccl.tools.launcher.AotCache.fromEnvironment(System.getenv(), System.err))
             .timeout(Duration.ofSeconds(timeoutSeconds))
             // Serial GC: 4 JVMs on 2 cores, each with a tiny heap, start faster and steal less CPU.
             .javaMain(List.of("-XX:+UseSerialGC"),
