@@ -26,7 +26,7 @@ import java.util.function.Consumer;
  * throughput and doubles latency. It parks instead and looks every {@link #STANDBY_TICK_NS}: a non-blocking
  * select (applies interest changes, serves anything not driven), hand-over tasks, kicks, timers. When polls stop
  * for {@link TcpQueuePair#DRIVEN_NS} it takes the I/O back, so a QP whose application stops polling is served
- * again within about 1.2 ms.
+ * again within about 2 ms.
  */
 final class TcpEngine implements Runnable {
     /** Something registered with the selector. */

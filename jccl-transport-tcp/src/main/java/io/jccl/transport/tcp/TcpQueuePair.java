@@ -76,9 +76,12 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     volatile boolean kicked;
     /**
      * A CQ poll that did this QP's I/O less than this long ago means an application thread is driving it: the
-     * progress thread stays out of the way (see {@link TcpEngine}'s standby).
+     * progress thread stays out of the way (see {@link TcpEngine}'s standby). Longer than a scheduler time slice,
+     * so a poller preempted for a moment does not hand the I/O to the progress thread.
      */
     static final long DRIVEN_NS = 1_000_000L;
+    /** How long after the application's last poll a held-back ACK is left to it (see {@link #ackHeld}). */
+    private static final long ACK_HOLD_NS = 200_000L;
     /** When an application poll last drove this QP (or found the lock held by someone doing its I/O). */
     private volatile long drivenNs = System.nanoTime() - (1L << 62);
 
@@ -460,7 +463,8 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
 
     @Override
     public void onSelected(SelectionKey selected) {
-        if (conn == C_UP && (engine.inStandby() || ackHeld) && drivenAt(System.nanoTime())) {
+        long now = System.nanoTime();
+        if (conn == C_UP && (engine.inStandby() ? drivenAt(now) : ackHeld && now - drivenNs < ACK_HOLD_NS)) {
             return; // an application thread is polling this QP and does its I/O; readiness is reported again
         }
         // Never park the progress thread behind an application thread: whoever holds the lock is doing this QP's
@@ -485,7 +489,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     }
 
     void onKick() {
-        if (ackHeld && drivenAt(System.nanoTime())) {
+        if (ackHeld && System.nanoTime() - drivenNs < ACK_HOLD_NS) {
             // The application polls this QP and will send the held ACK (on its answer or at its next poll).
             kicked = true;
             engine.kickLazily();
