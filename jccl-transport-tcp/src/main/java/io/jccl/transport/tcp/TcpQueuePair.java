@@ -1666,6 +1666,42 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         }
     }
 
+    /**
+     * Sends what this QP still owes the peer before its socket closes: above all the ACK of the last message it
+     * took, which may be held back to ride on an answer that will now never be posted (an RC NIC has sent it by the
+     * time the receive completes; without this the peer's request failed with RETRY_EXC_ERR at the end of a job).
+     * Responses only, never a new request; best effort and non-blocking. Then FIN, and input already here is read
+     * away so the close does not become a reset that could destroy those last bytes before the peer reads them.
+     */
+    private void flushResponsesBeforeClose() {
+        if ((conn != C_UP && conn != C_CLOSING) || channel == null) {
+            return;
+        }
+        ackHeld = false;
+        carryAck = 0;
+        try {
+            if ((outPending || sourceIndex < sourceCount) && !writeCurrent()) {
+                return;
+            }
+            while (respTail > respHead) {
+                buildResponse();
+                if (!writeCurrent()) {
+                    return;
+                }
+            }
+            if (!outputShut) {
+                outputShut = true;
+                channel.shutdownOutput();
+            }
+            in.clear();
+            while (channel.read(in) > 0) {
+                in.clear();
+            }
+        } catch (IOException ignored) {
+            // the peer is gone already: nothing left to deliver
+        }
+    }
+
     private void closeChannel() {
         if (key != null) {
             key.cancel();
@@ -1694,6 +1730,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     protected void destroy() {
         lock.lock();
         try {
+            flushResponsesBeforeClose();
             hardClose();
             TcpContext.closeQuietly(parked);
             parked = null;
