@@ -42,6 +42,8 @@ final class Engine {
         }
     }
 
+    /** Consecutive direct-path waits that ended right after yielding (evidence that the peer shares this core). */
+    private int sharedCoreWaits;
     /** Shortest adaptive spin of a direct-path wait (a lock-step peer on another core arrives within it). */
     static final long MIN_SPIN_NS = 1_000;
     /** Longest adaptive spin ({@code JCCL_SPIN_US}; 0 when oversubscribed) and the current one. */
@@ -721,38 +723,58 @@ final class Engine {
      * then park) with its abort, deadline and health checks.
      *
      * <p>The spin adapts like a JVM monitor's: a wait that ended while spinning lets the next spin be longer (up to
-     * {@code JCCL_SPIN_US}); a wait that had to yield halves it (down to {@link #MIN_SPIN_NS}). On 2 cores shared
+     * {@code JCCL_SPIN_US}); eight waits in a row that ended right after the first yields (the peer ran only once
+     * this rank gave up its core) halve it (down to {@link #MIN_SPIN_NS}); a wait that needed many yields but stayed under
+     * {@code JCCL_SPIN_US} (a peer busy copying) sets it to twice that wait. On 2 cores shared
      * with other work the two ranks of a pair often end up on the same core for a while; spinning then only burns
      * the time slice the peer needs (an 8-byte all-reduce took 14–60 µs per op with a fixed 5–50 µs spin, against
      * 0.2–0.5 µs when each rank has a core). Oversubscribed hosts never spin.
      */
     private void awaitArrival(Peer p, long rec, long epoch, Signature sig) {
         long limit = spinLimitNs;
+        long start = 0;
         if (limit > 0) {
-            long start = System.nanoTime();
+            start = System.nanoTime();
             int i = 0;
             while (true) {
                 Thread.onSpinWait();
                 if (arrived(p, rec) >= epoch) {
                     spinLimitNs = Math.min(maxSpinNs, limit + (limit >> 2) + 100);
+                    sharedCoreWaits = 0;
                     return;
                 }
                 if ((++i & 31) == 0 && System.nanoTime() - start > limit) {
                     break;
                 }
             }
-            spinLimitNs = Math.max(MIN_SPIN_NS, limit >> 1);
         }
         beginWait();
         directIdle.reset();
         waitingPeer = p.rank;
         waitingSig = sig;
+        int yields = 0;
         try {
             while (arrived(p, rec) < epoch) {
                 idle(0, p, directIdle);
+                yields++;
             }
         } finally {
             waitingPeer = -1;
+        }
+        if (limit > 0) {
+            long waited = System.nanoTime() - start;
+            if (yields > 2) {
+                sharedCoreWaits = 0;
+            }
+            if (yields <= 2 && ++sharedCoreWaits >= 8) {
+                // eight waits in a row ended as soon as this rank gave up its core: it shares one with the peer;
+                // spin less (one such wait proves nothing: the peer may just have finished then)
+                sharedCoreWaits = 0;
+                spinLimitNs = Math.max(MIN_SPIN_NS, limit >> 1);
+            } else if (yields > 2 && waited < maxSpinNs) {
+                // the peer was merely busy a little longer than the spin (a copy, a reduction): cover that next time
+                spinLimitNs = Math.min(maxSpinNs, Math.max(limit, 2 * waited));
+            }
         }
     }
 
