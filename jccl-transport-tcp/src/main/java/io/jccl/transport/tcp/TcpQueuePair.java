@@ -60,6 +60,12 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     private static final int SMALL = 16 * 1024;
     private static final int STAGING = 32 * 1024;
     private static final long READ_BUDGET = 4L << 20;
+    /**
+     * Bytes one output pump writes before it lets go of the QP lock: a posting or polling thread that could keep
+     * writing while the peer drains would otherwise hold the lock (and not poll) for tens of milliseconds, and the
+     * progress thread would take over and contend with it.
+     */
+    private static final long WRITE_BUDGET = 4L << 20;
     private static final long CLOSE_LINGER_NS = 2_000_000_000L;
     private static final long PARK_TIMEOUT_NS = 30_000_000_000L;
     private static final VarHandle LONG = ValueLayout.JAVA_LONG.varHandle();
@@ -132,6 +138,8 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     // ------------------------------------------------------------------------------------------ output
     private final MemorySegment outSegment;
     private final ByteBuffer out;
+    /** Bytes written by the current output pump. */
+    private long pumpBytes;
     /** Header + payload piece for gathering writes. */
     private final ByteBuffer[] gather = new ByteBuffer[2];
     private boolean outPending;
@@ -653,6 +661,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         if (conn != C_UP) {
             return; // sent once the connection is up
         }
+        drivenNs = System.nanoTime(); // a posting thread is active on this QP (and polls for the completion)
         if (lock.tryLock()) {
             try {
                 if (conn == C_UP) {
@@ -773,6 +782,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         if (channel == null) {
             return 0;
         }
+        pumpBytes = 0;
         while (true) {
             if (outPending || sourceIndex < sourceCount) {
                 if (!writeCurrent()) {
@@ -780,7 +790,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
                 }
                 frames++;
             }
-            if (!nextFrame()) {
+            if (pumpBytes >= WRITE_BUDGET || !nextFrame()) {
                 break;
             }
         }
@@ -814,6 +824,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             }
             if (n > 0) {
                 lastTxNs = System.nanoTime();
+                pumpBytes += n;
             }
             sourceDone += view.position() - start;
             if (out.hasRemaining()) {
@@ -825,6 +836,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             int n = channel.write(out);
             if (n > 0) {
                 lastTxNs = System.nanoTime();
+                pumpBytes += n;
             }
             if (out.hasRemaining()) {
                 return false;
@@ -847,6 +859,10 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             }
             lastTxNs = System.nanoTime();
             sourceDone += n;
+            pumpBytes += n;
+            if (pumpBytes >= WRITE_BUDGET && sourceDone < sourceLength[sourceIndex]) {
+                return false; // budget spent in the middle of a payload: the next pump goes on from here
+            }
         }
         sourceCount = sourceIndex = 0;
         return true;
