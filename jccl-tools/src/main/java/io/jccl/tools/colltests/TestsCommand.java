@@ -214,10 +214,21 @@ public final class TestsCommand implements Callable<Integer> {
         printDevices(comm, print);
         long jitStartNs = System.nanoTime();
         int jitRuns = jitWarmUp(comm, coll, sizes, sendBuffer, recvBuffer);
+        if (jitRuns > 0) {
+            // Idle a moment, together, so the compilations the warm-up queued finish now: on a machine with as many
+            // cores as ranks, a compiler thread that wakes in a timed loop takes a spinning rank's core.
+            comm.barrier();
+            try {
+                Thread.sleep(JIT_SETTLE_MS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            comm.barrier();
+        }
         if (print) {
             if (jitWarmup > 0) {
-                out.printf(Locale.ROOT, "# JIT warm-up: %d unmeasured runs over all sizes in %.1f s (--jit_warmup %d)%n",
-                    jitRuns, (System.nanoTime() - jitStartNs) / 1e9, jitWarmup);
+                out.printf(Locale.ROOT, "# JIT warm-up: %d unmeasured runs over all sizes, then %d ms idle, in %.1f s (--jit_warmup %d)%n",
+                    jitRuns, JIT_SETTLE_MS, (System.nanoTime() - jitStartNs) / 1e9, jitWarmup);
             }
             out.print(CollectiveReport.header());
             out.flush();
@@ -354,6 +365,9 @@ public final class TestsCommand implements Callable<Integer> {
         }
         return total;
     }
+
+    /** How long the ranks idle after the JIT warm-up pass, for the background compilations to finish. */
+    private static final long JIT_SETTLE_MS = 250;
 
     /** JIT warm-up runs for one size: {@code limit}, capped so that at most 256 MiB move per size (at least 1). */
     static int jitRunsFor(long sizeBytes, int limit) {
