@@ -140,6 +140,8 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     private final ByteBuffer out;
     /** Bytes written by the current output pump. */
     private long pumpBytes;
+    /** Output pumps that stopped at {@link #WRITE_BUDGET} with more to write (tests, diagnostics). */
+    private long budgetStops;
     /** Header + payload piece for gathering writes. */
     private final ByteBuffer[] gather = new ByteBuffer[2];
     private boolean outPending;
@@ -790,7 +792,13 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
                 }
                 frames++;
             }
-            if (pumpBytes >= WRITE_BUDGET || !nextFrame()) {
+            if (pumpBytes >= WRITE_BUDGET) {
+                if (respTail > respHead || sendNext < sendTail) {
+                    budgetStops++;
+                }
+                break;
+            }
+            if (!nextFrame()) {
                 break;
             }
         }
@@ -861,6 +869,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             sourceDone += n;
             pumpBytes += n;
             if (pumpBytes >= WRITE_BUDGET && sourceDone < sourceLength[sourceIndex]) {
+                budgetStops++;
                 return false; // budget spent in the middle of a payload: the next pump goes on from here
             }
         }
@@ -1754,6 +1763,16 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             lock.unlock();
         }
         engine.remove(this);
+    }
+
+    /** Output pumps that let go of the lock at the 4 MiB budget with more to write (tests, diagnostics). */
+    long budgetStops() {
+        lock.lock();
+        try {
+            return budgetStops;
+        } finally {
+            lock.unlock();
+        }
     }
 
     /** {standalone ACK frames sent, ACKs carried on requests} so far (tests, diagnostics). */

@@ -170,6 +170,34 @@ class TcpQueuePairTest {
         assertTrue(standalone < rounds, "ACK frames sent alone: " + standalone + ", carried: " + carried);
     }
 
+    @Test
+    void shouldLetGoOfTheQueuePairBetweenLargeWritesAndStillPlaceEveryByte() {
+        // 4 x 8 MiB WRITEs posted at once: no single output pump may write more than 4 MiB before it lets go of
+        // the QP lock (so a posting thread returns to its CQ), and the data still lands in order and complete.
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        int size = 8 << 20;
+        MemoryRegion la = a.pd().allocateMemory(size, ALL);
+        MemoryRegion rb = b.pd().allocateMemory(4L * size, ALL);
+        for (int i = 0; i < size; i += 8) {
+            la.segment().set(ValueLayout.JAVA_LONG, i, i * 31L + 7);
+        }
+        SendWorkRequest wr = new SendWorkRequest().opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED);
+        for (int k = 0; k < 4; k++) {
+            a.qp().postSend(wr.wrId(k).local(la, 0, size).remote(rb.address() + (long) k * size, rb.rkey()));
+        }
+        for (int k = 0; k < 4; k++) {
+            assertEquals(k, pollSuccess(a.cq()).wrId());
+        }
+        for (int k = 0; k < 4; k++) {
+            for (int i = 0; i < size; i += 4096) {
+                assertEquals(i * 31L + 7, rb.segment().get(ValueLayout.JAVA_LONG, (long) k * size + i));
+            }
+        }
+        assertTrue(((TcpQueuePair) a.qp()).budgetStops() > 0, "no output pump stopped at the 4 MiB budget");
+    }
+
     /** Polls until a receive completes; returns {receives, sends} seen. */
     private static int[] awaitReceive(io.jccl.verbs.CompletionQueue cq, WorkCompletion[] wc) {
         int sends = 0;
