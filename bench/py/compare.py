@@ -317,8 +317,8 @@ def report(h, a, t_start):
       f"(order reversed every other round). Cells: median over rounds of each run's median block time "
       f"(mpi_coll.c method: warm-up 3, estimate 5, iters = {a.target} s / estimate, {a.blocks} blocks, block time = "
       f"MAX over ranks), `[min–max]` over rounds. JCCL ranks first run each case 20000 times or "
-      f"{a.jit_warmup} s ({10 * a.jit_warmup:.1f} s up to 64 KiB), whichever comes first (JIT warm-up; "
-      f"`--jit-warmup 0` = none). GB/s = 1e9 B/s. busbw = nccl-tests factor × bytes / median time "
+      f"{a.jit_warmup} s ({10 * a.jit_warmup:.1f} s up to 64 KiB), whichever comes first, then idle 0.25 s together "
+      f"(JIT warm-up, and its queued compilations done; `--jit-warmup 0` = none). GB/s = 1e9 B/s. busbw = nccl-tests factor × bytes / median time "
       f"(allreduce 2(n−1)/n, allgather (n−1)/n, broadcast 1); allgather size = total output. Ratios > 1 mean JCCL is "
       f"better (busbw ratio = peer time / JCCL time).\n")
     A("```\n" + "\n".join(B.machine_lines() + B.version_lines()) + "\n```\n")

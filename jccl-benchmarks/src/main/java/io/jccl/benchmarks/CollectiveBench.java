@@ -201,7 +201,19 @@ public final class CollectiveBench {
             ops += n;
             spent += comm.maxOverRanks((System.nanoTime() - t0) * 1e-9);
         }
+        // Idle a moment, together, so the compilations the warm-up queued finish before the timed blocks: with as
+        // many ranks as cores, a compiler thread that wakes inside a block takes a spinning rank's core.
+        comm.barrier();
+        try {
+            Thread.sleep(SETTLE_MS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        comm.barrier();
     }
+
+    /** How long ranks idle after a case's JIT warm-up. */
+    static final long SETTLE_MS = 250;
 
     /** Checks every element of the result; returns a description of the first mismatch, or null. */
     static String check(String op, int rank, int n, MemorySegment sb, MemorySegment rb, long count) {
@@ -248,7 +260,8 @@ public final class CollectiveBench {
         try (BenchBackend comm = BenchBackend.fromEnvironment()) {
             if (comm.rank() == 0 && jitWarmup > 0) {
                 System.out.printf(Locale.ROOT, "# JIT warm-up: each case runs %d ops or %.2f s (%.1f s up to 64 KiB), "
-                    + "whichever first, before mpi_coll.c's method%n", WARMUP_OPS, jitWarmup, 10 * jitWarmup);
+                    + "whichever first, then 0.25 s idle, before mpi_coll.c's method%n", WARMUP_OPS, jitWarmup,
+                    10 * jitWarmup);
             }
             status = run(comm, impl, spec, blocks, target, jitWarmup);
         }
