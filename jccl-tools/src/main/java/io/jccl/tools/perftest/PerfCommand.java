@@ -2,6 +2,7 @@ package io.jccl.tools.perftest;
 
 import io.jccl.tools.JcclRuntime;
 import io.jccl.tools.Json;
+import io.jccl.tools.ProgressLine;
 import io.jccl.verbs.Context;
 import io.jccl.verbs.Device;
 import io.jccl.verbs.Verbs;
@@ -275,7 +276,7 @@ public final class PerfCommand implements Callable<Integer> {
                 out.print(PerfReport.header(test, reportGbits, plan.durationMode() && !test.isBandwidth()));
             }
             out.flush();
-            Progress progress = new Progress(err, client && plan.sweep() && JcclRuntime.stderrIsTerminal());
+            ProgressLine progress = new ProgressLine(err, client && plan.sweep() && JcclRuntime.stderrIsTerminal());
             List<Map<String, Object>> rows = new ArrayList<>();
             int index = 0;
             for (long s : plan.sizes()) {
@@ -343,34 +344,5 @@ public final class PerfCommand implements Callable<Integer> {
             Files.createDirectories(parent);
         }
         Files.writeString(jsonFile, Json.write(PerfReport.document(parameters, rows, plan.sweep())));
-    }
-
-    /** A one-line progress display on stderr, drawn only when stderr is a terminal. */
-    static final class Progress {
-        private final PrintStream err;
-        private final boolean enabled;
-        private int width;
-
-        Progress(PrintStream err, boolean enabled) {
-            this.err = err;
-            this.enabled = enabled;
-        }
-
-        void show(String text) {
-            if (enabled) {
-                String line = "  [" + text + "]";
-                err.print("\r" + line + " ".repeat(Math.max(0, width - line.length())));
-                err.flush();
-                width = line.length();
-            }
-        }
-
-        void clear() {
-            if (enabled && width > 0) {
-                err.print("\r" + " ".repeat(width) + "\r");
-                err.flush();
-                width = 0;
-            }
-        }
     }
 }
