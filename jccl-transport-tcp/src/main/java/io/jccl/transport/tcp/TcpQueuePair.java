@@ -63,9 +63,10 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     /**
      * Bytes one output pump writes before it lets go of the QP lock: a posting or polling thread that could keep
      * writing while the peer drains would otherwise hold the lock (and not poll) for tens of milliseconds, and the
-     * progress thread would take over and contend with it.
+     * progress thread would take over and contend with it. Not final only so that a test can make it small enough
+     * to be hit whatever the socket buffers and the machine's load (at 4 MiB a busy reader fills the socket first).
      */
-    private static final long WRITE_BUDGET = 4L << 20;
+    static long writeBudget = 4L << 20;
     private static final long CLOSE_LINGER_NS = 2_000_000_000L;
     private static final long PARK_TIMEOUT_NS = 30_000_000_000L;
     private static final VarHandle LONG = ValueLayout.JAVA_LONG.varHandle();
@@ -140,7 +141,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     private final ByteBuffer out;
     /** Bytes written by the current output pump. */
     private long pumpBytes;
-    /** Output pumps that stopped at {@link #WRITE_BUDGET} with more to write (tests, diagnostics). */
+    /** Output pumps that stopped at {@link #writeBudget} with more to write (tests, diagnostics). */
     private long budgetStops;
     /** Header + payload piece for gathering writes. */
     private final ByteBuffer[] gather = new ByteBuffer[2];
@@ -792,7 +793,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
                 }
                 frames++;
             }
-            if (pumpBytes >= WRITE_BUDGET) {
+            if (pumpBytes >= writeBudget) {
                 if (respTail > respHead || sendNext < sendTail) {
                     budgetStops++;
                 }
@@ -868,7 +869,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             lastTxNs = System.nanoTime();
             sourceDone += n;
             pumpBytes += n;
-            if (pumpBytes >= WRITE_BUDGET && sourceDone < sourceLength[sourceIndex]) {
+            if (pumpBytes >= writeBudget && sourceDone < sourceLength[sourceIndex]) {
                 budgetStops++;
                 return false; // budget spent in the middle of a payload: the next pump goes on from here
             }
