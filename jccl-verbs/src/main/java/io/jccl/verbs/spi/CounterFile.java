@@ -33,7 +33,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * 1024 blocks: block 0 (atomic adds from any thread), then one block per {@link CounterSet.Local}
  * </pre>
  *
- * The file is deleted when its context closes; files whose process has died are removed by the next reader.
+ * The file is deleted when its context closes, or at JVM exit; files of processes that died (kill -9) are removed by
+ * the next process that publishes counters and by every reader.
  */
 public final class CounterFile {
     private static final long MAGIC = 0x31544e434c43434aL; // "JCCLCNT1" little-endian
@@ -42,6 +43,8 @@ public final class CounterFile {
     private static final int CAPACITY = 1024;
     private static final String PREFIX = "jccl-counters.";
     private static final AtomicInteger SEQUENCE = new AtomicInteger();
+    private static final java.util.concurrent.atomic.AtomicBoolean HOUSEKEEPING =
+        new java.util.concurrent.atomic.AtomicBoolean();
 
     private final Path path;
     private final MemorySegment header;
@@ -72,6 +75,9 @@ public final class CounterFile {
             return null;
         }
         long pid = ProcessHandle.current().pid();
+        if (HOUSEKEEPING.compareAndSet(false, true)) {
+            startHousekeeping(pid);
+        }
         String safeName = deviceName.replaceAll("[^A-Za-z0-9_-]", "_");
         Path path = directory().resolve(PREFIX + pid + "." + safeName + "." + SEQUENCE.incrementAndGet());
         try {
@@ -112,6 +118,40 @@ public final class CounterFile {
         }
     }
 
+    /**
+     * Once per process: this process's files go at JVM exit even when contexts are never closed, and files of
+     * processes that died without exiting (kill -9) are removed, off the creating thread (a directory scan).
+     */
+    private static void startHousekeeping(long pid) {
+        Path dir = directory();
+        try {
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> removeFiles(dir, pid), "jccl-counters-exit"));
+        } catch (IllegalStateException shuttingDown) {
+            return;
+        }
+        Thread.ofPlatform().daemon().name("jccl-counters-reaper").start(() -> removeFiles(dir, -1));
+    }
+
+    /** Removes the counter files of {@code pid}, or with -1 those of every process that no longer runs. */
+    static void removeFiles(Path dir, long pid) {
+        try (DirectoryStream<Path> files = Files.newDirectoryStream(dir, PREFIX + (pid >= 0 ? pid + "." : "") + "*")) {
+            for (Path path : files) {
+                String[] parts = path.getFileName().toString().split("\\.");
+                long owner;
+                try {
+                    owner = Long.parseLong(parts[1]);
+                } catch (RuntimeException e) {
+                    continue;
+                }
+                if (pid >= 0 || !ProcessHandle.of(owner).map(ProcessHandle::isAlive).orElse(false)) {
+                    Files.deleteIfExists(path);
+                }
+            }
+        } catch (IOException | RuntimeException ignored) {
+            // housekeeping only: a file left behind is removed by the next reader
+        }
+    }
+
     void publishBlockCount(int blocks) {
         ValueLayout.JAVA_INT.varHandle().setRelease(header, 32L, blocks);
     }
@@ -138,22 +178,12 @@ public final class CounterFile {
         if (!Files.isDirectory(dir)) {
             return found;
         }
+        removeFiles(dir, -1); // processes that are gone
         try (DirectoryStream<Path> files = Files.newDirectoryStream(dir, PREFIX + (pid >= 0 ? pid + "." : "") + "*")) {
             for (Path path : files) {
-                String[] parts = path.getFileName().toString().split("\\.");
-                long owner;
-                try {
-                    owner = Long.parseLong(parts[1]);
-                } catch (RuntimeException e) {
-                    continue;
-                }
-                if (ProcessHandle.of(owner).map(ProcessHandle::isAlive).orElse(false)) {
-                    Published p = readOne(path);
-                    if (p != null) {
-                        found.add(p);
-                    }
-                } else {
-                    Files.deleteIfExists(path);
+                Published p = readOne(path);
+                if (p != null) {
+                    found.add(p);
                 }
             }
         }

@@ -82,4 +82,21 @@ class CounterSetTest {
         assertFalse(Files.exists(stale));
         assertTrue(CounterFile.read(gone.pid()).isEmpty());
     }
+
+    @Test
+    void shouldRemoveOnlyTheGivenProcessFilesOrThoseOfDeadProcesses() throws Exception {
+        Process gone = new ProcessBuilder("true").start();
+        gone.waitFor();
+        java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("jccl-counters");
+        long me = ProcessHandle.current().pid();
+        Path mine = dir.resolve("jccl-counters." + me + ".tcp0.1");
+        Path dead = dir.resolve("jccl-counters." + gone.pid() + ".tcp0.1");
+        Files.write(mine, new byte[16]);
+        Files.write(dead, new byte[16]);
+        CounterFile.removeFiles(dir, -1); // the reaper: dead processes only
+        assertTrue(Files.exists(mine));
+        assertFalse(Files.exists(dead));
+        CounterFile.removeFiles(dir, me); // the exit hook: this process's files
+        assertFalse(Files.exists(mine));
+    }
 }
