@@ -467,20 +467,9 @@ final class Engine {
         long bytes = count * type.sizeBytes();
         int p2 = Integer.highestOneBit(gsize);
         int rem = gsize - p2;
-        int vr;
-        if (grank < 2 * rem) {
-            if ((grank & 1) == 0) {
-                sendX(peer(grank + 1), sig, buf, 0, bytes);
-                run();
-                recvX(peer(grank + 1), sig, buf, 0, bytes, null, null);
-                run();
-                return;
-            }
-            recvX(peer(grank - 1), sig, buf, 0, bytes, type, op);
-            run();
-            vr = grank / 2;
-        } else {
-            vr = grank - rem;
+        int vr = foldIn(sig, buf, bytes, type, op, rem);
+        if (vr < 0) {
+            return;
         }
         for (int d = 1; d < p2; d <<= 1) {
             int partnerV = vr ^ d;
@@ -499,26 +488,37 @@ final class Engine {
         }
     }
 
+    /**
+     * The fold of recursive doubling/halving for a non-power-of-two group: of the first {@code 2 * rem} ranks each
+     * even one hands its vector to the odd one after it and gets the result back at the end. Returns this rank's
+     * virtual rank among the power-of-two ranks, or -1 when it was an even folder (and {@code buf} now holds the
+     * result).
+     */
+    private int foldIn(Signature sig, MemorySegment buf, long bytes, DataType type, ReduceOp op, int rem) {
+        if (grank >= 2 * rem) {
+            return grank - rem;
+        }
+        if ((grank & 1) == 0) {
+            sendX(peer(grank + 1), sig, buf, 0, bytes);
+            run();
+            recvX(peer(grank + 1), sig, buf, 0, bytes, null, null);
+            run();
+            return -1;
+        }
+        recvX(peer(grank - 1), sig, buf, 0, bytes, type, op);
+        run();
+        return grank / 2;
+    }
+
     /** Rabenseifner: recursive-halving reduce-scatter, then recursive-doubling all-gather (any n, with folding). */
     void rhdAllReduce(Signature sig, MemorySegment buf, long count, DataType type, ReduceOp op) {
         int es = type.sizeBytes();
         long bytes = count * es;
         int p2 = Integer.highestOneBit(gsize);
         int rem = gsize - p2;
-        int vr;
-        if (grank < 2 * rem) {
-            if ((grank & 1) == 0) {
-                sendX(peer(grank + 1), sig, buf, 0, bytes);
-                run();
-                recvX(peer(grank + 1), sig, buf, 0, bytes, null, null);
-                run();
-                return;
-            }
-            recvX(peer(grank - 1), sig, buf, 0, bytes, type, op);
-            run();
-            vr = grank / 2;
-        } else {
-            vr = grank - rem;
+        int vr = foldIn(sig, buf, bytes, type, op, rem);
+        if (vr < 0) {
+            return;
         }
         int levels = Integer.numberOfTrailingZeros(p2);
         long[] lo = new long[levels + 1];

@@ -54,19 +54,8 @@ public final class FlightRecorder {
     public synchronized long issue(long sequence, Collective collective, long elements, DataType dataType,
                                    ReduceOp reduceOp, int rootOrPeer) {
         long handle = next++;
-        int i = (int) (handle % capacity);
-        seq[i] = sequence;
-        op[i] = collective;
-        count[i] = elements;
-        type[i] = dataType;
-        redop[i] = reduceOp;
-        peer[i] = rootOrPeer;
-        algorithm[i] = null;
-        state[i] = State.ISSUED;
-        issuedNs[i] = System.nanoTime();
-        startedNs[i] = 0;
-        endedNs[i] = 0;
-        detail[i] = null;
+        fill((int) (handle % capacity), sequence, collective, elements, dataType, reduceOp, rootOrPeer, null,
+            State.ISSUED, System.nanoTime(), 0);
         return handle;
     }
 
@@ -79,7 +68,16 @@ public final class FlightRecorder {
     long begin(long sequence, Collective collective, long elements, DataType dataType, ReduceOp reduceOp,
                int rootOrPeer, String algo, long nowNs) {
         long handle = next;
-        int i = (int) (handle % capacity);
+        fill((int) (handle % capacity), sequence, collective, elements, dataType, reduceOp, rootOrPeer, algo,
+            State.RUNNING, nowNs, nowNs);
+        next = handle + 1;
+        return handle;
+    }
+
+    /** Writes one entry (an operation issued at {@code issuedAtNs}, started at {@code startedAtNs} or 0). */
+    private void fill(int i, long sequence, Collective collective, long elements, DataType dataType,
+                      ReduceOp reduceOp, int rootOrPeer, String algo, State newState, long issuedAtNs,
+                      long startedAtNs) {
         seq[i] = sequence;
         op[i] = collective;
         count[i] = elements;
@@ -87,13 +85,11 @@ public final class FlightRecorder {
         redop[i] = reduceOp;
         peer[i] = rootOrPeer;
         algorithm[i] = algo;
-        state[i] = State.RUNNING;
-        issuedNs[i] = nowNs;
-        startedNs[i] = nowNs;
+        state[i] = newState;
+        issuedNs[i] = issuedAtNs;
+        startedNs[i] = startedAtNs;
         endedNs[i] = 0;
         detail[i] = null;
-        next = handle + 1;
-        return handle;
     }
 
     /** Marks the operation running with {@code algo}. */
