@@ -61,7 +61,13 @@ public class Float16KernelsTest {
         for (int i = 0; i < ALL; i++) {
             final int h = i;
             short got = v.get(H, h * 2L);
-            assertEquals(s.get(H, h * 2L), got, () -> op + " vector != scalar for half 0x" + Integer.toHexString(h));
+            short scalar = s.get(H, h * 2L);
+            // Bit for bit, except the payload of a NaN result: whether a signalling NaN comes back quieted with its
+            // payload (0x7e01) or as the canonical NaN (0x7e00) depends on whether the float16 conversions ran
+            // interpreted or as C2 intrinsics at that moment (seen once in CI for MAX of 0x7c01). NaN stays NaN.
+            if (!(isNaN(scalar) && isNaN(got))) {
+                assertEquals(scalar, got, () -> op + " vector != scalar for half 0x" + Integer.toHexString(h));
+            }
             float e = expected.of((short) h);
             if (Float.isNaN(e)) {
                 assertTrue(Float.isNaN(Float.float16ToFloat(got)), () -> "NaN lost for 0x" + Integer.toHexString(h));
