@@ -379,17 +379,21 @@ def parse_ucx_final(out):
     return final[1], final[5] * MIB / 1e9
 
 
-def iperf3_cmd(port, seconds):
-    """One iperf3 stream on loopback, server on CPU0, client on CPU1, 1 MiB writes, JSON output."""
+def iperf3_cmd(port, seconds, bidir=False):
+    """iperf3 on loopback, 1 MiB writes, JSON output: one stream, server on CPU0 and client on CPU1; or with bidir
+    one stream each way at once (unpinned: both directions need both CPUs)."""
+    if bidir:
+        return ["bash", "-c", f"iperf3 -s -1 -p {port} >/dev/null 2>&1 & spid=$!; sleep 0.5; "
+                f"iperf3 -c 127.0.0.1 -p {port} --bidir -t {seconds} -l 1M -J; rc=$?; wait $spid; exit $rc"]
     return ["bash", "-c", f"iperf3 -s -1 -p {port} -A 0 >/dev/null 2>&1 & spid=$!; sleep 0.5; "
             f"iperf3 -c 127.0.0.1 -p {port} -A 1 -t {seconds} -l 1M -J; rc=$?; wait $spid; exit $rc"]
 
 
-def parse_iperf3(out):
-    """Received GB/s from iperf3 -J output, or None."""
+def parse_iperf3(out, key="sum_received"):
+    """Received GB/s from iperf3 -J output (key sum_received_bidir_reverse: the reverse stream of --bidir), or None."""
     try:
         d = json.loads(out[out.index("{"):])
-        return d["end"]["sum_received"]["bits_per_second"] / 8 / 1e9
+        return d["end"][key]["bits_per_second"] / 8 / 1e9
     except (ValueError, KeyError):
         return None
 

@@ -143,18 +143,12 @@ class Harness:
             # The loopback TCP ceiling for a 2-rank ring: both directions at once (iperf3 --bidir, 1 stream each).
             self.port += 1
             self.quiet.wait(f"iperf3 bidir {label}")
-            cmd = ["bash", "-c", f"iperf3 -s -1 -p {self.port} >/dev/null 2>&1 & spid=$!; sleep 0.5; "
-                   f"iperf3 -c 127.0.0.1 -p {self.port} --bidir -t 3 -l 1M -J; rc=$?; wait $spid; exit $rc"]
-            r = B.run_measured(f"iperf3 bidir {label}", cmd, raw_name=f"iperf3.bidir.{label}.json", timeout=60,
-                               retries=self.a.retries)
-            try:
-                end = json.loads(r.out[r.out.index("{"):])["end"]
-                fwd = end["sum_received"]["bits_per_second"] / 8e9
-                rev = end["sum_received_bidir_reverse"]["bits_per_second"] / 8e9
+            r = B.run_measured(f"iperf3 bidir {label}", B.iperf3_cmd(self.port, 3, bidir=True),
+                               raw_name=f"iperf3.bidir.{label}.json", timeout=60, retries=self.a.retries)
+            fwd, rev = B.parse_iperf3(r.out), B.parse_iperf3(r.out, "sum_received_bidir_reverse")
+            if fwd is not None and rev is not None:
                 self.ceil.setdefault(("tcp_bidir", MIB, 1), []).append(min(fwd, rev))
                 self.ceil.setdefault(("tcp_bidir", MIB, 2), []).append(fwd + rev)
-            except (ValueError, KeyError):
-                pass
             self.port += 1
             self.quiet.wait(f"iperf3 {label}")
             r = B.run_measured(f"iperf3 {label}", B.iperf3_cmd(self.port, 3), raw_name=f"iperf3.{label}.json",

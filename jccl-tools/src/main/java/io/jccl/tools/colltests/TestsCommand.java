@@ -133,9 +133,10 @@ public final class TestsCommand implements Callable<Integer> {
         if (forwarded.isEmpty() || !forwarded.getFirst().equals("tests")) {
             forwarded.addFirst("tests");
         }
+        CollectiveTest shape = new CollectiveTest(BusBandwidth.of(test), ranks, 0, DataType.parse(dataType),
+            ReduceOp.SUM, 0);
         int sizeCount = (int) sizes(parseSize(minBytes), parseSize(maxBytes), stepFactor, parseSize(stepBytes))
-            .stream().filter(size -> new CollectiveTest(BusBandwidth.of(test), ranks, 0, DataType.parse(dataType),
-                ReduceOp.SUM, 0).blockCount(size) > 0).count();
+            .stream().filter(size -> shape.blockCount(size) > 0).count();
         ProgressLine progress = new ProgressLine(System.err, JcclRuntime.stderrIsTerminal());
         try (SweepProgress watched = new SweepProgress(out, progress, test, sizeCount)) {
             PrintStream stdout = progress.enabled() ? new PrintStream(watched, true, StandardCharsets.UTF_8) : out;

@@ -18,6 +18,8 @@ import io.jccl.transport.tcp.TcpTestSupport.Side;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
@@ -209,6 +211,39 @@ class TcpQueuePairTest {
             TcpQueuePair.writeBudget = budget;
         }
         assertTrue(((TcpQueuePair) a.qp()).budgetStops() > 0, "no output pump stopped at the budget");
+    }
+
+    /**
+     * A receiver that takes the last message and closes its queue pair at once must still acknowledge that message,
+     * as an RC NIC has by the time the receive completes: the sender's request completes with success, not with
+     * RETRY_EXC_ERR when the connection goes. (The ACK of a message a poll delivers may be held back for the answer
+     * to carry; closing must send it instead of dropping it — the end of every collective job.)
+     */
+    @ParameterizedTest
+    @ValueSource(booleans = {false, true})
+    void shouldAcknowledgeTheLastMessageBeforeClosing(boolean errorFirst) {
+        for (int round = 0; round < 40; round++) {
+            Side a = Side.create(ca);
+            Side b = Side.create(cb);
+            TcpTestSupport.connect(a.qp(), b.qp());
+            MemoryRegion ma = a.pd().allocateMemory(64, ALL);
+            MemoryRegion mb = b.pd().allocateMemory(64, ALL);
+            b.qp().postReceive(new ReceiveWorkRequest().local(mb, 0, 64));
+            a.qp().postSend(new SendWorkRequest().opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED).local(ma, 0, 8)
+                .wrId(round));
+            // The receiver polls (application-driven progress), takes the message and closes right away.
+            WorkCompletion received = TcpTestSupport.pollSuccess(b.cq());
+            assertTrue(received.opcode().isReceive(), received.toString());
+            if (errorFirst) {
+                b.qp().modify(new QueuePairAttributes().state(QueuePairState.ERROR));
+            }
+            b.qp().close();
+            WorkCompletion sent = TcpTestSupport.poll(a.cq());
+            assertEquals(round, sent.wrId());
+            assertTrue(sent.isSuccess(), "round " + round + ": the sender's SEND completed with " + sent.status()
+                + " after the receiver took it and closed");
+            a.qp().close(); // CQs and domains go with the contexts
+        }
     }
 
     /** Polls until a receive completes; returns {receives, sends} seen. */
