@@ -1,5 +1,6 @@
 package io.jccl.collectives;
 
+import io.jccl.collectives.internal.CpuAffinity;
 import io.jccl.collectives.internal.Log;
 import io.jccl.collectives.store.PrefixStore;
 import io.jccl.collectives.store.Store;
@@ -366,6 +367,9 @@ public final class Communicator implements AutoCloseable {
         localGroup = byHost.get(hosts[rank]).stream().mapToInt(Integer::intValue).toArray();
         leaderGroup = byHost.values().stream().mapToInt(List::getFirst).sorted().toArray();
         engine.oversubscribed(localGroup.length);
+        if (options.cpuBind()) {
+            bindCpu();
+        }
         if (localGroup.length > Runtime.getRuntime().availableProcessors()) {
             log.info(rank, Log.Subsys.INIT, localGroup.length + " ranks on this host share "
                 + Runtime.getRuntime().availableProcessors() + " cores: waiting yields early (oversubscribed)");
@@ -410,6 +414,49 @@ public final class Communicator implements AutoCloseable {
             engine.deadlineNs = deadline;
             engine.disseminationBarrier(sig);
         }
+    }
+
+    /** Threads already bound by {@link #bindCpu()} (a thread that creates several communicators binds once). */
+    private static final java.util.Set<Thread> BOUND_THREADS =
+        java.util.Collections.synchronizedSet(java.util.Collections.newSetFromMap(new java.util.WeakHashMap<>()));
+
+    /**
+     * JCCL_CPU_BIND=core: binds the creating thread to one CPU of the process's mask, chosen by the launcher's local
+     * rank (else this rank's index among the ranks of its host), when the local ranks fit the allowed CPUs.
+     */
+    private void bindCpu() {
+        if (!BOUND_THREADS.add(Thread.currentThread())) {
+            return;
+        }
+        List<Integer> cpus = CpuAffinity.allowedCpus();
+        int local = -1;
+        try {
+            local = LaunchEnvironment.detect(System.getenv()).localRank();
+        } catch (RuntimeException e) {
+            // not started by a launcher: use the position among this host's ranks
+        }
+        if (local < 0) {
+            for (int i = 0; i < localGroup.length; i++) {
+                if (localGroup[i] == rank) {
+                    local = i;
+                }
+            }
+        }
+        String why;
+        if (cpus.isEmpty()) {
+            why = CpuAffinity.available() ? "the process's CPU mask is unknown" : "sched_setaffinity is unavailable";
+        } else if (localGroup.length > cpus.size() || local >= cpus.size()) {
+            why = localGroup.length + " local ranks do not fit the " + cpus.size() + " CPUs allowed " + cpus;
+        } else {
+            why = CpuAffinity.bindCurrentThread(cpus.get(local));
+            if (why == null) {
+                engine.coresApart = true;
+                log.info(rank, Log.Subsys.INIT, "JCCL_CPU_BIND=core: thread '" + Thread.currentThread().getName()
+                    + "' bound to CPU " + cpus.get(local) + " (local rank " + local + " of " + localGroup.length + ")");
+                return;
+            }
+        }
+        log.info(rank, Log.Subsys.INIT, "JCCL_CPU_BIND=core: not binding: " + why);
     }
 
     private static void closeDevices(Map<String, Transport.DeviceResources> opened) {

@@ -24,6 +24,9 @@ import java.util.Locale;
  * <tr><td>JCCL_AUTH_SECRET</td><td>shared secret: ranks prove knowledge with an HMAC when joining</td></tr>
  * <tr><td>JCCL_FLIGHT_RECORDER</td><td>operations kept by the flight recorder (default 256)</td></tr>
  * <tr><td>JCCL_HOST_ID</td><td>overrides the host identity (boot id + host name); tests use it to fake hosts</td></tr>
+ * <tr><td>JCCL_CPU_BIND</td><td>{@code core}: bind the thread that creates the communicator to one CPU of the
+ * process's mask, chosen by local rank (mpirun's {@code --bind-to core}, for that thread only); {@code none}
+ * (default; {@code jccl run} sets {@code core} when the ranks fit the cores)</td></tr>
  * </table>
  */
 public final class CommunicatorOptions {
@@ -44,6 +47,7 @@ public final class CommunicatorOptions {
     private int flightRecorderCapacity = 256;
     private String hostId;
     private String name = "world";
+    private boolean cpuBind;
 
     /** Defaults, ignoring the environment. */
     public static CommunicatorOptions defaults() {
@@ -79,6 +83,11 @@ public final class CommunicatorOptions {
         o.authSecret = Config.value("JCCL_AUTH_SECRET");
         o.flightRecorderCapacity = (int) Config.longValue("JCCL_FLIGHT_RECORDER", 256);
         o.hostId = Config.value("JCCL_HOST_ID");
+        String bind = Config.value("JCCL_CPU_BIND", "none").trim().toLowerCase(Locale.ROOT);
+        if (!bind.equals("core") && !bind.equals("none") && !bind.isEmpty()) {
+            throw new IllegalArgumentException("JCCL_CPU_BIND=" + bind + ": expected core or none");
+        }
+        o.cpuBind = bind.equals("core");
         o.validate();
         return o;
     }
@@ -118,6 +127,7 @@ public final class CommunicatorOptions {
         o.directBytes = directBytes;
         o.algorithms = algorithms;
         o.jobId = jobId;
+        o.cpuBind = cpuBind;
         o.authSecret = authSecret;
         o.flightRecorderCapacity = flightRecorderCapacity;
         o.hostId = hostId;
@@ -280,6 +290,18 @@ public final class CommunicatorOptions {
     public CommunicatorOptions withHostId(String id) {
         CommunicatorOptions o = copy();
         o.hostId = id;
+        return o;
+    }
+
+    /** Whether the creating thread binds itself to one CPU by local rank (JCCL_CPU_BIND=core). */
+    public boolean cpuBind() {
+        return cpuBind;
+    }
+
+    /** A copy that binds (or not) the creating thread to one CPU by local rank. */
+    public CommunicatorOptions withCpuBind(boolean bind) {
+        CommunicatorOptions o = copy();
+        o.cpuBind = bind;
         return o;
     }
 

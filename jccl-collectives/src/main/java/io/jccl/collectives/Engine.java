@@ -42,6 +42,11 @@ final class Engine {
         }
     }
 
+    /**
+     * Every local rank's collective thread is bound to its own CPU (JCCL_CPU_BIND=core): a peer never shares this
+     * rank's core, so a wait that ends right after a yield is not evidence that it does, and the spin stays long.
+     */
+    boolean coresApart;
     /** Consecutive direct-path waits that ended right after yielding (evidence that the peer shares this core). */
     private int sharedCoreWaits;
     /** Shortest adaptive spin of a direct-path wait (a lock-step peer on another core arrives within it). */
@@ -766,7 +771,7 @@ final class Engine {
             if (yields > 2) {
                 sharedCoreWaits = 0;
             }
-            if (yields <= 2 && ++sharedCoreWaits >= 8) {
+            if (yields <= 2 && !coresApart && ++sharedCoreWaits >= 8) {
                 // eight waits in a row ended as soon as this rank gave up its core: it shares one with the peer;
                 // spin less (one such wait proves nothing: the peer may just have finished then)
                 sharedCoreWaits = 0;
@@ -831,6 +836,10 @@ final class Engine {
         }
         zeroCopyId = comm.allocationId(in);
         zeroCopyOffset = comm.lastAllocationOffset;
+        if (size == 2 && !overlaps(in, out, count * es)) {
+            pairAllReduce(sig, in, out, count, type, op);
+            return;
+        }
         long perRound = Math.max(1, t.directStagingBytes / es);
         boolean first = true;
         for (long base = 0; base < count || first; base += perRound) {
@@ -888,17 +897,114 @@ final class Engine {
         java.util.Arrays.fill(sources, null);
     }
 
-    /** Direct broadcast: root stages, everyone copies. */
+    /** Whether {@code bytes} from the start of {@code a} and {@code b} share any byte (false for heap segments). */
+    private static boolean overlaps(MemorySegment a, MemorySegment b, long bytes) {
+        if (!a.isNative() || !b.isNative()) {
+            return a.heapBase().isPresent() && a.heapBase().equals(b.heapBase());
+        }
+        return a.address() < b.address() + bytes && b.address() < a.address() + bytes;
+    }
+
+    /**
+     * Direct all-reduce of two ranks, out of place: both ranks publish where their input is (zero copy when it lies
+     * in {@link Communicator#allocate} memory, otherwise staged round by round), meet, and each reduces the whole
+     * round from both inputs, in rank order, into its own output; a closing barrier keeps either input from being
+     * reused while the other rank still reads it. Against reduce-scatter + all-gather through staging this moves
+     * less memory for two ranks (each rank reads 2N and writes N, instead of reading 2N and writing 1.5N), needs no
+     * third copy, and never reads lines the peer has just written (pulling those out of another core's cache was
+     * 2-5x slower than reading its unchanged input on this VM, depending on where the host put the vCPUs).
+     */
+    private void pairAllReduce(Signature sig, MemorySegment in, MemorySegment out, long count, DataType type,
+                               ReduceOp op) {
+        int es = type.sizeBytes();
+        int peer = 1 - rank;
+        Peer p = t.peers[peer];
+        MemorySegment ctrl = t.control.segment();
+        // rounds of the staging size whether or not this rank's input is zero copy: the peer's may not be, and
+        // both ranks must meet in the same barriers
+        long perRound = Math.max(1, t.directStagingBytes / es);
+        boolean first = true;
+        for (long base = 0; base < count; base += perRound) {
+            long n = Math.min(perRound, count - base);
+            long half = halfOffset();
+            long desc = Transport.CTRL_DESC + ((directEpoch + 1) & 1) * 32;
+            if (zeroCopyId >= 0) {
+                ctrl.set(ValueLayout.JAVA_LONG, desc, 1);
+                ctrl.set(ValueLayout.JAVA_LONG, desc + 8, zeroCopyId);
+                ctrl.set(ValueLayout.JAVA_LONG, desc + 16, zeroCopyOffset + base * es);
+            } else {
+                ctrl.set(ValueLayout.JAVA_LONG, desc, 0);
+                MemorySegment.copy(in, base * es, t.staging.segment(), half, n * es);
+            }
+            directBarrier(sig, first);
+            first = false;
+            MemorySegment theirs;
+            long theirOffset;
+            if (p.control.get(ValueLayout.JAVA_LONG, desc) == 1) {
+                theirs = comm.mappedAllocation(p, (int) p.control.get(ValueLayout.JAVA_LONG, desc + 8), deadlineNs);
+                theirOffset = p.control.get(ValueLayout.JAVA_LONG, desc + 16);
+            } else {
+                theirs = p.staging;
+                theirOffset = half;
+            }
+            // rank order, so that both ranks compute bit-identical results
+            sources[rank] = in;
+            sourceOffsets[rank] = base * es;
+            sources[peer] = theirs;
+            sourceOffsets[peer] = theirOffset;
+            kernels.reduce(type, op, sources, sourceOffsets, 2, out, base * es, n, 2);
+            directRound++;
+        }
+        // the peer may still read this rank's input (or staging half) until it too has reduced
+        directBarrier(sig, false);
+        java.util.Arrays.fill(sources, null);
+    }
+
+    /**
+     * Direct broadcast. When the root's input lies in {@link Communicator#allocate} memory and the message is at
+     * least {@link #DIRECT_SMALL_BYTES}, the root publishes a descriptor and every other rank copies the whole
+     * message straight from the root's buffer (zero copy: one copy instead of two, and the readers read lines the
+     * root did not just write, which on this machine's VM costs 1-5x less than pulling freshly staged lines out of
+     * another core's cache); a closing barrier keeps the root from returning while a peer still reads. Otherwise
+     * the root stages the message in rounds of the staging size and everyone copies each round. Every rank agrees
+     * on the closing barrier from the size alone.
+     */
     void directBroadcast(Signature sig, MemorySegment in, MemorySegment out, long bytes, int root) {
         long per = t.directStagingBytes;
+        boolean large = bytes >= DIRECT_SMALL_BYTES;
+        MemorySegment ctrl = t.control.segment();
         boolean first = true;
         for (long base = 0; base < bytes || first; base += per) {
             long n = Math.min(per, bytes - base);
             long half = halfOffset();
+            long desc = Transport.CTRL_DESC + ((directEpoch + 1) & 1) * 32;
             if (rank == root) {
-                MemorySegment.copy(in, base, t.staging.segment(), half, n);
+                int zcId = first && large ? comm.allocationId(in) : -1;
+                if (zcId >= 0) {
+                    ctrl.set(ValueLayout.JAVA_LONG, desc, 1);
+                    ctrl.set(ValueLayout.JAVA_LONG, desc + 8, zcId);
+                    ctrl.set(ValueLayout.JAVA_LONG, desc + 16, comm.lastAllocationOffset);
+                } else {
+                    ctrl.set(ValueLayout.JAVA_LONG, desc, 0);
+                    MemorySegment.copy(in, base, t.staging.segment(), half, n);
+                }
             }
             directBarrier(sig, first);
+            MemorySegment rootCtrl = rank == root ? ctrl : t.peers[root].control;
+            if (first && large && rootCtrl.get(ValueLayout.JAVA_LONG, desc) == 1) {
+                if (rank == root) {
+                    if (out != null && !in.equals(out)) {
+                        MemorySegment.copy(in, 0, out, 0, bytes);
+                    }
+                } else if (out != null) {
+                    Peer p = t.peers[root];
+                    MemorySegment src = comm.mappedAllocation(p, (int) p.control.get(ValueLayout.JAVA_LONG,
+                        desc + 8), deadlineNs);
+                    MemorySegment.copy(src, p.control.get(ValueLayout.JAVA_LONG, desc + 16), out, 0, bytes);
+                }
+                directRound++;
+                break;
+            }
             first = false;
             if (out != null && !(rank == root && in == out)) {
                 MemorySegment.copy(stagingOf(root), half, out, base, n);
@@ -907,6 +1013,9 @@ final class Engine {
             if (bytes == 0) {
                 break;
             }
+        }
+        if (large) {
+            directBarrier(sig, false);
         }
     }
 

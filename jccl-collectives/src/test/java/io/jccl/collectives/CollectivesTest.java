@@ -314,6 +314,96 @@ class CollectivesTest {
     }
 
     /**
+     * Two-rank direct all-reduce (each rank reduces the whole vector from both inputs): zero copy and staged inputs
+     * meet (rank 0's input is allocate() memory in odd repetitions, rank 1's in even ones), out of place and in place,
+     * over several staging rounds; each rank overwrites its input right after the call, so a rank that returned
+     * while its peer still read its input would corrupt the peer's result.
+     */
+    @Test
+    void directTwoRankAllReduceZeroCopyAndStaged() {
+        Ranks.run(2, Ranks.loop().withAlgorithms("allreduce:direct").withDirectBytes(8192), c -> {
+            int r = c.rank();
+            try (Arena arena = Arena.ofConfined()) {
+                for (long count : new long[] {9000, 70001}) {
+                    for (DataType type : new DataType[] {DataType.FLOAT32, DataType.BFLOAT16, DataType.INT64}) {
+                        for (ReduceOp op : new ReduceOp[] {ReduceOp.SUM, ReduceOp.AVG, ReduceOp.MAX, ReduceOp.PROD}) {
+                            for (int rep = 0; rep < 2; rep++) {
+                                int es = type.sizeBytes();
+                                long seed = 40 + count + rep;
+                                boolean zeroCopy = (r + rep) % 2 == 1;
+                                MemorySegment in = zeroCopy ? c.allocate(count * es + 64).asSlice(64)
+                                    : arena.allocate(count * es, 64);
+                                MemorySegment out = c.allocate(count * es);
+                                fill(in, 0, count, seed, r, op, type);
+                                c.allReduce(in, out, count, type, op);
+                                in.fill((byte) 0x5a);
+                                check("pair out-of-place " + type + " " + op + " rep " + rep, out, 0, count, type,
+                                    i -> expected(seed, 2, i, op, type));
+                                fill(in, 0, count, seed + 1, r, op, type);
+                                c.allReduce(in, in, count, type, op);
+                                check("pair in-place " + type + " " + op + " rep " + rep, in, 0, count, type,
+                                    i -> expected(seed + 1, 2, i, op, type));
+                                in.fill((byte) 0x5b);
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /**
+     * Direct broadcast from a root whose buffer is allocate() memory (peers copy straight from it) or arena memory
+     * (staged in rounds), out of place and in place, 2 and 3 ranks; the root overwrites its buffer right after the
+     * call, so a root that returned while a peer still read its buffer would corrupt the peer's copy.
+     */
+    @Test
+    void directBroadcastZeroCopyAndStaged() {
+        for (int n : new int[] {2, 3}) {
+            Ranks.run(n, Ranks.loop().withAlgorithms("broadcast:direct").withDirectBytes(16384), c -> {
+                int r = c.rank();
+                try (Arena arena = Arena.ofConfined()) {
+                    for (long count : new long[] {100, 8192, 70001}) {
+                        for (int root = 0; root < c.size(); root++) {
+                            for (boolean zeroCopy : new boolean[] {true, false}) {
+                                long bytes = count * 4;
+                                long seed = 500 + count + root + (zeroCopy ? 1 : 0);
+                                int rt = root;
+                                MemorySegment send = zeroCopy ? c.allocate(bytes + 128).asSlice(128)
+                                    : arena.allocate(bytes, 64);
+                                MemorySegment recv = c.allocate(bytes);
+                                recv.fill((byte) 0x11);
+                                if (r == root) {
+                                    fill(send, 0, count, seed, root, ReduceOp.SUM, DataType.INT32);
+                                }
+                                c.broadcast(send, recv, count, DataType.INT32, root);
+                                if (r == root) {
+                                    send.fill((byte) 0x77);
+                                }
+                                check("broadcast " + (zeroCopy ? "zero-copy" : "staged") + " root " + root
+                                    + " count " + count, recv, 0, count, DataType.INT32,
+                                    i -> value(seed, rt, i, ReduceOp.SUM, DataType.INT32));
+                                MemorySegment buf = zeroCopy ? c.allocate(bytes) : arena.allocate(bytes, 64);
+                                if (r == root) {
+                                    fill(buf, 0, count, seed + 7, root, ReduceOp.SUM, DataType.INT32);
+                                }
+                                c.broadcast(buf, count, DataType.INT32, root);
+                                if (r == root) {
+                                    buf.fill((byte) 0x78);
+                                } else {
+                                    check("in-place broadcast " + (zeroCopy ? "zero-copy" : "staged") + " root "
+                                        + root + " count " + count, buf, 0, count, DataType.INT32,
+                                        i -> value(seed + 7, rt, i, ReduceOp.SUM, DataType.INT32));
+                                }
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    }
+
+    /**
      * Direct all-gather reading Communicator.allocate() inputs where they are (zero copy) over several staging
      * rounds, out of place and in place; odd ranks use arena memory (staged), so both kinds meet in one round;
      * the input is overwritten right after each call (a peer still reading it would see the new values).

@@ -1,0 +1,53 @@
+package io.jccl.collectives.internal;
+
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+import java.util.concurrent.atomic.AtomicReference;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** Binding one thread to a CPU (JCCL_CPU_BIND=core) binds that thread only. */
+class CpuAffinityTest {
+    @Test
+    void bindsOnlyTheCallingThread() throws Exception {
+        Assumptions.assumeTrue(CpuAffinity.available(), "sched_setaffinity not available");
+        List<Integer> before = CpuAffinity.allowedCpus();
+        assertFalse(before.isEmpty());
+        int target = before.getLast();
+        AtomicReference<Object> result = new AtomicReference<>();
+        Thread t = new Thread(() -> {
+            String why = CpuAffinity.bindCurrentThread(target);
+            result.set(why != null ? why : List.of(CpuAffinity.allowedCpus(), CpuAffinity.currentCpu()));
+        });
+        t.start();
+        t.join();
+        assertEquals(List.of(List.of(target), target), result.get());
+        // the test thread (and the process) keep their mask
+        assertEquals(before, CpuAffinity.allowedCpus());
+    }
+
+    @Test
+    void restoresAMaskAndRejectsImpossibleCpus() throws Exception {
+        Assumptions.assumeTrue(CpuAffinity.available(), "sched_setaffinity not available");
+        List<Integer> before = CpuAffinity.allowedCpus();
+        AtomicReference<Object> result = new AtomicReference<>();
+        Thread t = new Thread(() -> {
+            assertNull(CpuAffinity.bindCurrentThread(before.getFirst()));
+            assertNull(CpuAffinity.bindCurrentThread(before));
+            String bad = CpuAffinity.bindCurrentThread(100_000);
+            result.set(List.of(CpuAffinity.allowedCpus(), bad));
+        });
+        t.start();
+        t.join();
+        List<?> r = (List<?>) result.get();
+        assertEquals(before, r.get(0));
+        assertNotNull(r.get(1));
+        assertTrue(((String) r.get(1)).contains("100000"), (String) r.get(1));
+    }
+}
