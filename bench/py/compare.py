@@ -515,7 +515,7 @@ def main():
                     help="comma list of shm,np4,tcp,netns,startup (netns needs root and scripts/netns.sh)")
     ap.add_argument("--blocks", type=int, default=5)
     ap.add_argument("--target", type=float, default=0.2, help="seconds per block (mpi_coll.c's target)")
-    ap.add_argument("--jit-warmup", type=float, default=0.3,
+    ap.add_argument("--jit-warmup", type=float, default=1.0,
                     help="JCCL only: before mpi_coll.c's method, run each case 20000 times or this many seconds (10x "
                          "up to 64 KiB), whichever first; 0 = exactly mpi_coll.c (the first sizes then run cold)")
     ap.add_argument("--gloo-np4", action="store_true", help="also run gloo with 4 ranks (not a target)")
