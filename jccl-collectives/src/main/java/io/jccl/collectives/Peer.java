@@ -29,7 +29,10 @@ final class Peer {
     long arrived;
     long consumed;
     int pendingCredits;
+    /** Posted sends not yet completed (bounded by the send queue depth, see {@link Transport#canSend}). */
     int sendsOutstanding;
+    /** Of those, sends whose local buffer is still in use (not copied at post time): an exchange waits for them. */
+    int sendsAwaited;
     long p2pSendSeq;
     long p2pRecvSeq;
 

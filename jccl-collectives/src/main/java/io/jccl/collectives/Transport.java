@@ -38,7 +38,18 @@ final class Transport implements AutoCloseable {
     static final int IMM_CREDIT = 1;
     static final int IMM_WINDOW = 2;
     static final long WR_RECV = 1;
+    /** A send whose local buffer is in use until it completes: an exchange waits for it. */
     static final long WR_SEND = 2;
+    /**
+     * A send whose data was copied when it was posted (inline, or no data): nothing waits for it; its completion
+     * is reaped by a later poll, and the send queue depth bounds how many are outstanding ({@link #canSend}).
+     */
+    static final long WR_SEND_COPIED = 3;
+    /**
+     * Largest inline send (header + payload) the QPs are created for, below the device's max_inline_data: every
+     * send slot of a QP reserves this much (72 slots per peer by default).
+     */
+    static final int INLINE_MAX = 1024;
     static final int CONTROL_BYTES = 4096;
     /** Control block: status (0 running, 1 aborted/failed). */
     static final long CTRL_STATUS = 8;
@@ -65,12 +76,15 @@ final class Transport implements AutoCloseable {
         final Context context;
         final ProtectionDomain pd;
         final CompletionQueue cq;
+        /** Largest send (header + payload) posted inline on this device's QPs; 0 when it has no inline sends. */
+        final int inlineBytes;
 
-        DeviceResources(String name, Context context, ProtectionDomain pd, CompletionQueue cq) {
+        DeviceResources(String name, Context context, ProtectionDomain pd, CompletionQueue cq, int inlineBytes) {
             this.name = name;
             this.context = context;
             this.pd = pd;
             this.cq = cq;
+            this.inlineBytes = inlineBytes;
         }
     }
 
@@ -84,7 +98,7 @@ final class Transport implements AutoCloseable {
     private final ReceiveWorkRequest receive = new ReceiveWorkRequest(1);
     private final SendWorkRequest send = new SendWorkRequest(2);
     private final int receiveDepth;
-    private final int sendDepth;
+    final int sendDepth;
     final Communicator comm;
     /** Direct path (null when off). */
     MemoryRegion control;
@@ -114,7 +128,8 @@ final class Transport implements AutoCloseable {
             ProtectionDomain pd = context.allocateProtectionDomain();
             int capacity = Math.min(cqCapacity, context.query().maxCompletionQueueEntries());
             CompletionQueue cq = context.createCompletionQueue(capacity);
-            return new DeviceResources(name, context, pd, cq);
+            int inline = Math.min(INLINE_MAX, context.query().maxInlineData());
+            return new DeviceResources(name, context, pd, cq, inline >= Signature.BYTES ? inline : 0);
         } catch (RuntimeException e) {
             context.close();
             throw e;
@@ -130,7 +145,7 @@ final class Transport implements AutoCloseable {
                 continue;
             }
             QueuePairInitAttributes attrs = QueuePairInitAttributes.of(p.device.cq)
-                .withDepths(sendDepth, receiveDepth);
+                .withDepths(sendDepth, receiveDepth).withMaxInlineData(p.device.inlineBytes);
             p.qp = p.device.pd.createQueuePair(attrs);
             p.inbox = p.device.pd.allocateMemory((long) slots * p.slotBytes, AccessFlag.LOCAL_WRITE,
                 AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ);
@@ -202,23 +217,36 @@ final class Transport implements AutoCloseable {
         return p.sent - p.credited < slots && p.sendsOutstanding < sendDepth - 2;
     }
 
+    /** Whether a chunk of {@code length} payload bytes to {@code p} is posted inline (copied at post time). */
+    boolean copiedAtPost(Peer p, int length) {
+        return Signature.BYTES + length <= p.device.inlineBytes;
+    }
+
     /**
      * Writes one chunk (header + {@code length} bytes from {@code region} at {@code offset}) into the peer's next
-     * inbox slot with RDMA WRITE WITH IMM. Caller checked {@link #canSend}.
+     * inbox slot with RDMA WRITE WITH IMM; its immediate data returns this rank's pending credits to the peer.
+     * Caller checked {@link #canSend}.
+     * <p>A chunk that fits {@link DeviceResources#inlineBytes} is posted inline: the provider copies it at post
+     * time, so the caller may reuse {@code region} at once and nothing waits for the send's completion (over tcp
+     * that completion needs the peer's ACK, which the peer holds back to carry it on its own next message). A
+     * larger chunk is sent from {@code region} and the exchange waits for its completion before it returns.
      */
     void sendChunk(Peer p, Signature sig, MemoryRegion region, long offset, int length) {
         int slot = (int) (p.sent % slots);
         sig.write(p.headers.segment(), (long) slot * Signature.BYTES, length);
-        send.wrId(((long) p.rank << 32) | WR_SEND).opcode(SendOpcode.RDMA_WRITE_WITH_IMM).flags(SendFlag.SIGNALED)
+        boolean copied = copiedAtPost(p, length);
+        send.wrId(((long) p.rank << 32) | (copied ? WR_SEND_COPIED : WR_SEND)).opcode(SendOpcode.RDMA_WRITE_WITH_IMM)
+            .flags(copied ? SendFlag.SIGNALED | SendFlag.INLINE : SendFlag.SIGNALED)
             .remote(p.remoteInboxAddress + (long) slot * p.slotBytes, p.remoteInboxRkey)
-            .immediateData((IMM_DATA << 30) | (int) (p.sent & 0xFFFF));
+            .immediateData((IMM_DATA << 30) | p.pendingCredits);
         send.setSgeCount(length > 0 ? 2 : 1);
         send.sge(0).set(p.headers, (long) slot * Signature.BYTES, Signature.BYTES);
         if (length > 0) {
             send.sge(1).set(region, offset, length);
         }
-        post(p);
+        post(p, copied);
         p.sent++;
+        p.pendingCredits = 0;
     }
 
     /** Returns pending credits to {@code p} (zero-byte SEND WITH IMM). */
@@ -226,9 +254,9 @@ final class Transport implements AutoCloseable {
         if (p.pendingCredits == 0 || p.sendsOutstanding >= sendDepth - 1) {
             return;
         }
-        send.wrId(((long) p.rank << 32) | WR_SEND).opcode(SendOpcode.SEND_WITH_IMM).flags(SendFlag.SIGNALED)
+        send.wrId(((long) p.rank << 32) | WR_SEND_COPIED).opcode(SendOpcode.SEND_WITH_IMM).flags(SendFlag.SIGNALED)
             .immediateData((IMM_CREDIT << 30) | p.pendingCredits).noData();
-        post(p);
+        post(p, true);
         p.pendingCredits = 0;
     }
 
@@ -241,13 +269,16 @@ final class Transport implements AutoCloseable {
         } else {
             send.noData();
         }
-        post(p);
+        post(p, false);
     }
 
-    private void post(Peer p) {
+    private void post(Peer p, boolean copied) {
         try {
             p.qp.postSend(send);
             p.sendsOutstanding++;
+            if (!copied) {
+                p.sendsAwaited++;
+            }
         } catch (VerbsException e) {
             throw peerFailed(p, "cannot post to rank " + p.rank + ": " + e.getMessage());
         }
@@ -280,8 +311,11 @@ final class Transport implements AutoCloseable {
         if (p == null) {
             return;
         }
-        if (kind == WR_SEND) {
+        if (kind == WR_SEND || kind == WR_SEND_COPIED) {
             p.sendsOutstanding--;
+            if (kind == WR_SEND) {
+                p.sendsAwaited--;
+            }
         }
         if (!wc.isSuccess()) {
             String why = wc.status() == WorkCompletionStatus.WR_FLUSH_ERR
@@ -290,6 +324,9 @@ final class Transport implements AutoCloseable {
             if (kind == WR_SEND && p.failure == null) {
                 throw peerFailed(p, "rank " + p.rank + " is unreachable: " + why);
             }
+            // A receive, or a send nothing waits for (copied at post time): fatal only if this peer is still
+            // needed (checkPeer). A peer whose exchange is over may close before it acknowledges a credit message
+            // this rank sent while it still expected chunks from it; its chunks are here all the same.
             if (p.broken == null) {
                 p.broken = "rank " + p.rank + " is unreachable: " + why;
             }
@@ -300,7 +337,10 @@ final class Transport implements AutoCloseable {
         }
         int imm = wc.immediateData();
         switch (imm >>> 30) {
-            case IMM_DATA -> p.arrived++;
+            case IMM_DATA -> {
+                p.arrived++;
+                p.credited += imm & 0x3FFF_FFFF;
+            }
             case IMM_CREDIT -> p.credited += imm & 0x3FFF_FFFF;
             case IMM_WINDOW -> {
                 int w = imm & 0xFFFF;
@@ -411,8 +451,40 @@ final class Transport implements AutoCloseable {
         return lines;
     }
 
+    /** How long closing waits for outstanding sends (see {@link #drainSends}). */
+    static final long DRAIN_NS = 2_000_000_000L;
+
+    /**
+     * Waits, at most {@code budgetNs}, until every posted send has completed, above all the inline ones that no
+     * exchange waited for: a provider may still hold such a message (a tcp QP whose socket was full at post time
+     * keeps it in its send queue), and closing the QP would drop it while the peer waits for it. Stops at the
+     * first error (a peer that is gone gets nothing more from us anyway).
+     */
+    void drainSends(long budgetNs) {
+        long deadline = System.nanoTime() + budgetNs;
+        io.jccl.verbs.spi.IdleStrategy idle = new io.jccl.verbs.spi.IdleStrategy();
+        try {
+            while (anySendOutstanding() && System.nanoTime() - deadline < 0) {
+                idle.idle(poll());
+            }
+        } catch (RuntimeException e) {
+            Log.get().info(rank, Log.Subsys.NET, "close: outstanding sends not drained (" + e.getMessage() + ")");
+        }
+    }
+
+    private boolean anySendOutstanding() {
+        for (Peer p : peers) {
+            if (p != null && p.qp != null && p.failure == null && p.broken == null && p.sendsOutstanding > 0
+                && p.qp.state() != QueuePairState.ERROR) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     @Override
     public void close() {
+        drainSends(DRAIN_NS);
         for (Peer p : peers) {
             if (p == null) {
                 continue;

@@ -173,6 +173,13 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     private volatile boolean ackHeld;
     /** Receive completions produced (to tell whether a poll delivered a message). */
     private long receivesDelivered;
+    /**
+     * Messages above this size are not answered at once (the application first copies or reduces them), so a poll
+     * that delivers one does not hold its ACK: the sender's completion, and the reuse of its buffer, wait for it.
+     */
+    static final int HOLD_MAX_BYTES = SMALL;
+    /** Whether the current poll delivered a message above {@link #HOLD_MAX_BYTES}. */
+    private boolean largeDelivered;
     /** ACK frames sent on their own, and ACKs carried in a request header (diagnostics and tests). */
     private long standaloneAcks;
     private long piggybackedAcks;
@@ -717,8 +724,9 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             boolean mayHold = !ackHeld;
             ackHeld = false;
             long delivered = receivesDelivered;
+            largeDelivered = false;
             int work = readInput();
-            if (mayHold && receivesDelivered != delivered && conn == C_UP) {
+            if (mayHold && receivesDelivered != delivered && !largeDelivered && conn == C_UP) {
                 // The progress thread must look at us later in case the application goes quiet: it never blocks
                 // in select with a kick pending (and a thread already blocked there would not look: no hold).
                 kicked = true;
@@ -1485,6 +1493,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
                 counters.add(Counter.PORT_RCV_DATA, rxLength);
                 enqueueAck(respPsnPending);
                 receivesDelivered++;
+                largeDelivered |= rxLength > HOLD_MAX_BYTES;
                 completeReceive(WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RECV_RDMA_WITH_IMM, rxLength,
                     rxImmediate, true, destQpNumber);
             }
@@ -1493,6 +1502,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
                 counters.increment(Counter.RDMA_RECVS);
                 enqueueAck(respPsnPending);
                 receivesDelivered++;
+                largeDelivered |= rxLength > HOLD_MAX_BYTES;
                 completeReceive(WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RECV, rxLength, rxImmediate,
                     rxHasImmediate, destQpNumber);
             }

@@ -173,6 +173,46 @@ class TcpQueuePairTest {
     }
 
     @Test
+    void shouldAcknowledgeALargeMessageAtTheDeliveringPoll() {
+        // The receiver of a large message copies or reduces it before it answers, so the ACK must not wait for that
+        // answer: the sender's completion (and the reuse of its buffer) depends on it. Held, it left with the
+        // receiver's next poll, after the copy (a 1 MiB broadcast over tcp paid the copy twice per chunk).
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        int size = 64 << 10;
+        assertTrue(size > TcpQueuePair.HOLD_MAX_BYTES);
+        MemoryRegion ma = a.pd().allocateMemory(size, ALL);
+        MemoryRegion mb = b.pd().allocateMemory(size, ALL);
+        ReceiveWorkRequest rb = new ReceiveWorkRequest().local(mb, 0, size);
+        SendWorkRequest sa = new SendWorkRequest().opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED).local(ma, 0, size);
+        WorkCompletion[] wc = WorkCompletion.array(4);
+        TcpQueuePair receiver = (TcpQueuePair) b.qp();
+        for (int i = 0; i < 20; i++) {
+            b.qp().postReceive(rb);
+            ma.segment().set(ValueLayout.JAVA_LONG, size - 8, i);
+            // Poll b for a few milliseconds first, so that its progress thread goes into standby and b's own poll
+            // reads the message (the path where an ACK may be held; the progress thread never holds one).
+            long driveUntil = System.nanoTime() + 3_000_000L;
+            while (System.nanoTime() < driveUntil) {
+                assertEquals(0, b.cq().poll(wc, wc.length));
+            }
+            long alone = receiver.ackCounts()[0];
+            a.qp().postSend(sa.wrId(i));
+            awaitReceive(b.cq(), wc);
+            assertEquals(i, mb.segment().get(ValueLayout.JAVA_LONG, size - 8));
+            // b sends nothing, so its ACK leaves alone, and it must have left by the time the poll delivered
+            assertTrue(receiver.ackCounts()[0] > alone, "ACK of a " + size + "-byte message held back, round " + i);
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            int sent = 0;
+            while (sent == 0) {
+                assertTrue(System.nanoTime() < deadline, "send not completed");
+                sent = drainSends(a.cq(), wc);
+            }
+        }
+    }
+
+    @Test
     void shouldLetGoOfTheQueuePairBetweenLargeWritesAndStillPlaceEveryByte() {
         // 4 x 8 MiB WRITEs posted at once: no single output pump may write more than its budget before it lets go of
         // the QP lock (so a posting thread returns to its CQ), and the data still lands in order and complete.
