@@ -367,6 +367,10 @@ public final class Communicator implements AutoCloseable {
         localGroup = byHost.get(hosts[rank]).stream().mapToInt(Integer::intValue).toArray();
         leaderGroup = byHost.values().stream().mapToInt(List::getFirst).sorted().toArray();
         engine.oversubscribed(localGroup.length);
+        if (transport.direct && localGroup.length <= Runtime.getRuntime().availableProcessors()) {
+            // direct-path waits compare CPUs with the peer's (shared core or late peer); link sched_getcpu aside
+            CpuAffinity.prelink();
+        }
         if (options.cpuBind()) {
             bindCpu();
         }

@@ -1,5 +1,6 @@
 package io.jccl.collectives;
 
+import io.jccl.collectives.internal.CpuAffinity;
 import io.jccl.collectives.kernel.Kernels;
 import io.jccl.collectives.kernel.ReduceKernels;
 import io.jccl.verbs.MemoryRegion;
@@ -8,6 +9,7 @@ import io.jccl.verbs.spi.IdleStrategy;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.VarHandle;
+import java.util.List;
 
 /**
  * The algorithms and the exchange loop. One engine per communicator; only the thread executing the current
@@ -47,6 +49,11 @@ final class Engine {
      * rank's core, so a wait that ends right after a yield is not evidence that it does, and the spin stays long.
      */
     boolean coresApart;
+    /**
+     * Control block: 1 + the CPU this rank's collective thread last gave up in a direct-path wait (0: unknown), read
+     * by the peers; a cache line of its own, written only on the slow path of a wait.
+     */
+    static final long CTRL_CPU = 64;
     /** Consecutive direct-path waits that ended right after yielding (evidence that the peer shares this core). */
     private int sharedCoreWaits;
     /** Shortest adaptive spin of a direct-path wait (a lock-step peer on another core arrives within it). */
@@ -804,6 +811,13 @@ final class Engine {
      * with other work the two ranks of a pair often end up on the same core for a while; spinning then only burns
      * the time slice the peer needs (an 8-byte all-reduce took 14–60 µs per op with a fixed 5–50 µs spin, against
      * 0.2–0.5 µs when each rank has a core). Oversubscribed hosts never spin.
+     *
+     * <p>Shared core or late peer: a waiting rank publishes the CPU it gives up ({@link #CTRL_CPU}) and compares it
+     * with the peer's. Different CPUs mean the peer was late, not sharing this core (typically because it was
+     * yielding itself): the spin grows instead of halving; without this, both ranks locked each other into
+     * yielding on every operation for whole runs. The same CPU means the scheduler put both ranks on one core
+     * (counted in thousands of waits per run here): the higher rank moves to another CPU of its mask
+     * ({@link CpuAffinity#moveOff}).
      */
     private void awaitArrival(Peer p, long rec, long epoch, Signature sig) {
         long limit = spinLimitNs;
@@ -828,6 +842,11 @@ final class Engine {
         waitingPeer = p.rank;
         waitingSig = sig;
         int yields = 0;
+        // Where this rank waits: the peer reads it to tell a shared core from a peer that was merely late.
+        int cpu = limit > 0 ? CpuAffinity.currentCpuIfLinked() : -1;
+        if (cpu >= 0) {
+            t.control.segment().set(ValueLayout.JAVA_INT, CTRL_CPU, cpu + 1);
+        }
         try {
             while (arrived(p, rec) < epoch) {
                 idle(0, p, directIdle);
@@ -838,20 +857,103 @@ final class Engine {
         }
         if (limit > 0) {
             long waited = System.nanoTime() - start;
-            if (yields > 2) {
-                sharedCoreWaits = 0;
-            }
-            if (yields <= 2 && !coresApart && ++sharedCoreWaits >= 8) {
-                // eight waits in a row ended as soon as this rank gave up its core: it shares one with the peer;
-                // spin less (one such wait proves nothing: the peer may just have finished then)
-                sharedCoreWaits = 0;
-                spinLimitNs = Math.max(MIN_SPIN_NS, limit >> 1);
-            } else if (yields > 2 && waited < maxSpinNs) {
-                // the peer was merely busy a little longer than the spin (a copy, a reduction): cover that next time
-                spinLimitNs = Math.min(maxSpinNs, Math.max(limit, 2 * waited));
+            int peerCpu = cpu >= 0 ? p.control.get(ValueLayout.JAVA_INT, CTRL_CPU) - 1 : -1;
+            switch (judgeWait(yields, cpu, peerCpu, rank > p.rank, coresApart)) {
+                case PEER_ELSEWHERE, PEER_BUSY -> {
+                    // Elsewhere: the peer last waited on another CPU, so it does not share this core; it was late
+                    // because it too had given up its core for a moment (a yield costs more than a short spin).
+                    // Halving would lock both ranks into yielding on every operation (1.5-7 us per 8-byte
+                    // all-reduce instead of 0.2-0.5 us). Busy: the peer was copying or reducing a little longer
+                    // than the spin. Either way, spin long enough to cover it next time.
+                    sharedCoreWaits = 0;
+                    if (waited < maxSpinNs) {
+                        spinLimitNs = Math.min(maxSpinNs, Math.max(limit, 2 * waited));
+                    }
+                }
+                case SAME_CPU -> {
+                    // the scheduler put both ranks on one CPU (it did so for whole runs here): the higher rank
+                    // moves to another; if it cannot, this counts as a quick wait
+                    if (moveOffSharedCpu(cpu)) {
+                        sharedCoreWaits = 0;
+                    } else if (++sharedCoreWaits >= 8) {
+                        sharedCoreWaits = 0;
+                        spinLimitNs = Math.max(MIN_SPIN_NS, limit >> 1);
+                    }
+                }
+                case QUICK -> {
+                    // eight waits in a row ended as soon as this rank gave up its core: it shares one with the peer;
+                    // spin less (one such wait proves nothing: the peer may just have finished then)
+                    if (++sharedCoreWaits >= 8) {
+                        sharedCoreWaits = 0;
+                        spinLimitNs = Math.max(MIN_SPIN_NS, limit >> 1);
+                    }
+                }
+                case APART -> sharedCoreWaits = 0;
             }
         }
     }
+
+    /** How a direct-path wait that outlasted the spin ended, for the adaptive spin (see {@link #judgeWait}). */
+    enum WaitVerdict {
+        /** Ended within two yields while the peer last waited on another CPU: it was late, not sharing a core. */
+        PEER_ELSEWHERE,
+        /** This rank and the peer waited on the same CPU, and this rank is the one that moves (the higher). */
+        SAME_CPU,
+        /** Ended within two yields, CPUs unknown (or shared, lower rank): evidence of a shared core. */
+        QUICK,
+        /** Needed more yields: the peer was busy (copying, reducing) or descheduled. */
+        PEER_BUSY,
+        /** Ranks are bound to distinct CPUs (JCCL_CPU_BIND=core): no inference needed. */
+        APART
+    }
+
+    /**
+     * Classifies a wait that outlasted the spin. {@code cpu} and {@code peerCpu} are where this rank and the peer
+     * last gave up their cores (-1: unknown).
+     */
+    static WaitVerdict judgeWait(int yields, int cpu, int peerCpu, boolean higherRank, boolean coresApart) {
+        if (coresApart) {
+            return WaitVerdict.APART;
+        }
+        boolean known = cpu >= 0 && peerCpu >= 0;
+        if (known && peerCpu == cpu && higherRank) {
+            return WaitVerdict.SAME_CPU;
+        }
+        if (yields > 2) {
+            return WaitVerdict.PEER_BUSY;
+        }
+        return known && peerCpu != cpu ? WaitVerdict.PEER_ELSEWHERE : WaitVerdict.QUICK;
+    }
+
+    /** CPUs this process may run on (for {@link #moveOffSharedCpu}), read once; null until needed. */
+    private List<Integer> allowedCpus;
+    /** Times this rank moved off a CPU it shared with a peer (for the log). */
+    long cpuMoves;
+
+    /**
+     * Moves the collective thread off {@code cpu}, which a peer it waits for also waits on, when the process has
+     * another CPU (at most once a millisecond).
+     */
+    private boolean moveOffSharedCpu(int cpu) {
+        long now = System.nanoTime();
+        if (now - lastCpuMoveNs < 1_000_000L) {
+            return false;
+        }
+        lastCpuMoveNs = now;
+        if (allowedCpus == null) {
+            allowedCpus = CpuAffinity.allowedCpus();
+        }
+        if (!CpuAffinity.moveOff(cpu, allowedCpus)) {
+            return false;
+        }
+        if (cpuMoves++ == 0) {
+            io.jccl.collectives.internal.Log.get().info(rank, io.jccl.collectives.internal.Log.Subsys.INIT, "rank " + rank + " shared CPU " + cpu
+                + " with the rank it waits for: moved to another CPU (the scheduler keeps it from then on)");
+        }
+        return true;
+    }
+
+    private long lastCpuMoveNs = System.nanoTime() - 1_000_000_000L;
 
     /** Largest all-reduce (bytes) that travels inline in the arrival records. */
     static final long INLINE_BYTES = Transport.INLINE_BYTES;

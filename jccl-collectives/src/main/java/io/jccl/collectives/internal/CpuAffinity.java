@@ -10,51 +10,75 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Binds the calling thread to one CPU, the way {@code mpirun --bind-to core} binds a rank, but for one thread
- * only: {@code sched_setaffinity(0, …)} on Linux acts on the calling thread, so the JVM's compiler, GC and other
- * threads (created at start-up, before the binding) keep the whole machine. Threads the bound thread creates later
- * inherit its mask (as under mpirun).
+ * The CPU a thread runs on, and binding the calling thread to CPUs, through {@code sched_getcpu} and
+ * {@code sched_setaffinity(0, …)} (which on Linux act on the calling thread only, so the JVM's compiler, GC and
+ * other threads keep the whole machine; threads the bound thread creates later inherit its mask, as under mpirun).
  *
  * <p>Why: two ranks that spin-wait for each other on a 2-core host lose most of their time whenever the scheduler
- * puts both on one core (every wait then ends only when the spinner yields). Open MPI's ranks never meet this because
- * mpirun binds them to cores 0 and 1; binding only the thread that runs the collectives gives the same guarantee
- * without pinning the JIT and GC threads onto a spinning core (which made whole-JVM {@code taskset} worse).
+ * puts both on one core (every wait then ends only when the spinner yields); measured here, that happened for whole
+ * runs. Open MPI's ranks never meet this because mpirun binds them to cores 0 and 1. JCCL detects it instead (a
+ * waiting rank publishes its CPU, the peer compares) and moves the higher rank off the shared CPU
+ * ({@link #moveOff}), or binds the collective thread by local rank on request ({@code JCCL_CPU_BIND=core}).
+ *
+ * <p>The downcalls are linked lazily: the first FFM link in a JVM costs tens of milliseconds, so
+ * {@link #prelink()} links them on a daemon thread, and the {@code *IfLinked} methods answer "unknown" until then.
  */
 public final class CpuAffinity {
     /** Bytes of the CPU mask passed to the kernel (1024 CPUs, glibc's {@code cpu_set_t}). */
     private static final int MASK_BYTES = 128;
 
-    private static final MethodHandle SET_AFFINITY;
-    private static final MethodHandle GET_AFFINITY;
-    private static final MethodHandle GET_CPU;
-
-    static {
-        MethodHandle set = null;
-        MethodHandle get = null;
-        MethodHandle cpu = null;
-        try {
-            Linker linker = Linker.nativeLinker();
-            var libc = linker.defaultLookup();
-            FunctionDescriptor affinity = FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT,
-                ValueLayout.JAVA_LONG, ValueLayout.ADDRESS);
-            set = libc.find("sched_setaffinity").map(a -> linker.downcallHandle(a, affinity)).orElse(null);
-            get = libc.find("sched_getaffinity").map(a -> linker.downcallHandle(a, affinity)).orElse(null);
-            cpu = libc.find("sched_getcpu").map(a -> linker.downcallHandle(a, FunctionDescriptor.of(
-                ValueLayout.JAVA_INT), Linker.Option.critical(false))).orElse(null);
-        } catch (Throwable e) {
-            // no native access (--enable-native-access denied) or not Linux: binding is unavailable
-        }
-        SET_AFFINITY = set;
-        GET_AFFINITY = get;
-        GET_CPU = cpu;
-    }
+    private static volatile boolean linked;
+    private static boolean prelinkStarted;
 
     private CpuAffinity() {
     }
 
-    /** Whether this platform lets a thread bind itself. */
+    /** The downcalls, linked when this holder initialises. */
+    private static final class Calls {
+        static final MethodHandle SET_AFFINITY;
+        static final MethodHandle GET_AFFINITY;
+        static final MethodHandle GET_CPU;
+
+        static {
+            MethodHandle set = null;
+            MethodHandle get = null;
+            MethodHandle cpu = null;
+            try {
+                Linker linker = Linker.nativeLinker();
+                var libc = linker.defaultLookup();
+                FunctionDescriptor affinity = FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT,
+                    ValueLayout.JAVA_LONG, ValueLayout.ADDRESS);
+                set = libc.find("sched_setaffinity").map(a -> linker.downcallHandle(a, affinity)).orElse(null);
+                get = libc.find("sched_getaffinity").map(a -> linker.downcallHandle(a, affinity)).orElse(null);
+                cpu = libc.find("sched_getcpu").map(a -> linker.downcallHandle(a, FunctionDescriptor.of(
+                    ValueLayout.JAVA_INT), Linker.Option.critical(false))).orElse(null);
+            } catch (Throwable e) {
+                // no native access (--enable-native-access denied) or not Linux: everything answers "unknown"
+            }
+            SET_AFFINITY = set;
+            GET_AFFINITY = get;
+            GET_CPU = cpu;
+        }
+
+        private Calls() {
+        }
+    }
+
+    /** Links the downcalls on a daemon thread, once per JVM (returns at once). */
+    public static synchronized void prelink() {
+        if (prelinkStarted) {
+            return;
+        }
+        prelinkStarted = true;
+        Thread.ofPlatform().daemon().name("jccl-cpu-prelink").start(() -> {
+            MethodHandle h = Calls.GET_CPU;
+            linked = h != null;
+        });
+    }
+
+    /** Whether this platform lets a thread bind itself (links the downcalls on the calling thread if needed). */
     public static boolean available() {
-        return SET_AFFINITY != null && GET_AFFINITY != null;
+        return Calls.SET_AFFINITY != null && Calls.GET_AFFINITY != null;
     }
 
     /** The CPUs the calling thread may run on, ascending (empty when unknown). */
@@ -65,7 +89,7 @@ public final class CpuAffinity {
         }
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment mask = arena.allocate(MASK_BYTES, 8);
-            int rc = (int) GET_AFFINITY.invokeExact(0, (long) MASK_BYTES, mask);
+            int rc = (int) Calls.GET_AFFINITY.invokeExact(0, (long) MASK_BYTES, mask);
             if (rc != 0) {
                 return cpus;
             }
@@ -86,26 +110,16 @@ public final class CpuAffinity {
      * @return null when bound, otherwise why not (for the log)
      */
     public static String bindCurrentThread(int cpu) {
-        if (!available()) {
-            return "sched_setaffinity is not available (not Linux, or native access is not enabled)";
-        }
         if (cpu < 0 || cpu >= MASK_BYTES * 8) {
             return "CPU " + cpu + " is outside 0.." + (MASK_BYTES * 8 - 1);
         }
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment mask = arena.allocate(MASK_BYTES, 8);
-            mask.set(ValueLayout.JAVA_BYTE, cpu >>> 3, (byte) (1 << (cpu & 7)));
-            int rc = (int) SET_AFFINITY.invokeExact(0, (long) MASK_BYTES, mask);
-            return rc == 0 ? null : "sched_setaffinity(CPU " + cpu + ") failed";
-        } catch (Throwable e) {
-            return "sched_setaffinity(CPU " + cpu + ") failed: " + e;
-        }
+        return bindCurrentThread(List.of(cpu));
     }
 
-    /** Restores the calling thread's mask to {@code cpus} (for example the list {@link #allowedCpus()} gave). */
+    /** Sets the calling thread's mask to {@code cpus}; null when done, otherwise why not. */
     public static String bindCurrentThread(List<Integer> cpus) {
         if (!available()) {
-            return "sched_setaffinity is not available";
+            return "sched_setaffinity is not available (not Linux, or native access is not enabled)";
         }
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment mask = arena.allocate(MASK_BYTES, 8);
@@ -115,22 +129,50 @@ public final class CpuAffinity {
                         (byte) (mask.get(ValueLayout.JAVA_BYTE, cpu >>> 3) | (1 << (cpu & 7))));
                 }
             }
-            int rc = (int) SET_AFFINITY.invokeExact(0, (long) MASK_BYTES, mask);
+            int rc = (int) Calls.SET_AFFINITY.invokeExact(0, (long) MASK_BYTES, mask);
             return rc == 0 ? null : "sched_setaffinity(" + cpus + ") failed";
         } catch (Throwable e) {
             return "sched_setaffinity(" + cpus + ") failed: " + e;
         }
     }
 
-    /** The CPU the calling thread runs on now, or -1 when unknown. */
+    /** The CPU the calling thread runs on now, or -1 when unknown (links the downcalls if needed). */
     public static int currentCpu() {
-        if (GET_CPU == null) {
+        if (Calls.GET_CPU == null) {
             return -1;
         }
         try {
-            return (int) GET_CPU.invokeExact();
+            return (int) Calls.GET_CPU.invokeExact();
         } catch (Throwable e) {
             return -1;
         }
+    }
+
+    /**
+     * The CPU the calling thread runs on now (a {@code sched_getcpu} downcall: nanoseconds, through the rseq area),
+     * or -1 until {@link #prelink()} has linked it, or when it is unavailable. Never links on the caller's thread.
+     */
+    public static int currentCpuIfLinked() {
+        return linked ? currentCpu() : -1;
+    }
+
+    /**
+     * Moves the calling thread off {@code cpu} now, then gives it back its whole mask {@code allowed}: the kernel
+     * migrates a thread at once when its mask stops including its CPU, and the restored mask keeps later choices
+     * to the scheduler (the JIT and GC threads still run anywhere). A no-op until linked, or when {@code allowed}
+     * holds nothing but {@code cpu}.
+     *
+     * @return whether the thread was moved
+     */
+    public static boolean moveOff(int cpu, List<Integer> allowed) {
+        if (!linked || allowed.size() < 2 || !allowed.contains(cpu)) {
+            return false;
+        }
+        List<Integer> others = new ArrayList<>(allowed);
+        others.remove(Integer.valueOf(cpu));
+        if (bindCurrentThread(others) != null) {
+            return false;
+        }
+        return bindCurrentThread(allowed) == null;
     }
 }

@@ -33,6 +33,31 @@ class CpuAffinityTest {
     }
 
     @Test
+    void movesTheCallingThreadOffACpuAndRestoresItsMask() throws Exception {
+        Assumptions.assumeTrue(CpuAffinity.available(), "sched_setaffinity not available");
+        List<Integer> allowed = CpuAffinity.allowedCpus();
+        Assumptions.assumeTrue(allowed.size() >= 2, "needs two CPUs");
+        CpuAffinity.prelink();
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (CpuAffinity.currentCpuIfLinked() < 0 && System.nanoTime() < deadline) {
+            Thread.sleep(1);
+        }
+        AtomicReference<Object> result = new AtomicReference<>();
+        Thread t = new Thread(() -> {
+            // the scheduler may move the thread back at any time, so a move only has to be seen once in a few tries
+            boolean moved = false;
+            for (int i = 0; i < 5 && !moved; i++) {
+                int before = CpuAffinity.currentCpuIfLinked();
+                moved = CpuAffinity.moveOff(before, allowed) && CpuAffinity.currentCpu() != before;
+            }
+            result.set(List.of(moved, CpuAffinity.allowedCpus(), CpuAffinity.moveOff(-5, allowed)));
+        });
+        t.start();
+        t.join();
+        assertEquals(List.of(true, allowed, false), result.get());
+    }
+
+    @Test
     void restoresAMaskAndRejectsImpossibleCpus() throws Exception {
         Assumptions.assumeTrue(CpuAffinity.available(), "sched_setaffinity not available");
         List<Integer> before = CpuAffinity.allowedCpus();
