@@ -754,6 +754,48 @@ final class Engine {
         return (directRound & 1) * t.directStagingBytes;
     }
 
+    /** Offset of the input descriptor (mode, allocation id, offset) that the next direct barrier publishes. */
+    private long nextDescriptor() {
+        return Transport.CTRL_DESC + ((directEpoch + 1) & 1) * 32;
+    }
+
+    /**
+     * Publishes this rank's input for the next direct barrier and returns the descriptor's offset. Zero copy
+     * ({@code allocationId >= 0}): the peers read {@code Communicator.allocate()} memory where it is (they map it
+     * once), at {@code allocationOffset}; otherwise {@code bytes} of {@code in} at {@code inOffset} are copied into
+     * the staging half at {@code half} first. The descriptor says which.
+     */
+    private long publishInput(int allocationId, long allocationOffset, MemorySegment in, long inOffset, long half,
+                              long bytes) {
+        MemorySegment ctrl = t.control.segment();
+        long desc = nextDescriptor();
+        if (allocationId >= 0) {
+            ctrl.set(ValueLayout.JAVA_LONG, desc, 1);
+            ctrl.set(ValueLayout.JAVA_LONG, desc + 8, allocationId);
+            ctrl.set(ValueLayout.JAVA_LONG, desc + 16, allocationOffset);
+        } else {
+            ctrl.set(ValueLayout.JAVA_LONG, desc, 0);
+            MemorySegment.copy(in, inOffset, t.staging.segment(), half, bytes);
+        }
+        return desc;
+    }
+
+    /** Offset in {@link #peerInput}'s segment where the peer's input starts. */
+    private long peerInputOffset;
+
+    /**
+     * Peer {@code p}'s input as its descriptor at {@code desc} gives it (after the barrier): its mapped allocation,
+     * or its staging half at {@code half}; the offset is left in {@link #peerInputOffset}.
+     */
+    private MemorySegment peerInput(Peer p, long desc, long half) {
+        if (p.control.get(ValueLayout.JAVA_LONG, desc) == 1) {
+            peerInputOffset = p.control.get(ValueLayout.JAVA_LONG, desc + 16);
+            return comm.mappedAllocation(p, (int) p.control.get(ValueLayout.JAVA_LONG, desc + 8), deadlineNs);
+        }
+        peerInputOffset = half;
+        return stagingOf(p.rank);
+    }
+
     /** Offset of the arrival record that the next direct barrier publishes (inline payload goes there first). */
     long nextRecord() {
         return Transport.CTRL_REC + ((directEpoch + 1) & 1) * Transport.REC_BYTES;
@@ -1018,18 +1060,7 @@ final class Engine {
             long n = Math.min(perRound, count - base);
             long half = halfOffset();
             MemorySegment mine = t.staging.segment();
-            // Zero copy: an input in Communicator.allocate() memory is read by the peers where it is (they map it
-            // once); anything else is copied into the staging half first. The descriptor says which.
-            MemorySegment ctrl = t.control.segment();
-            long desc = Transport.CTRL_DESC + ((directEpoch + 1) & 1) * 32;
-            if (zeroCopyId >= 0) {
-                ctrl.set(ValueLayout.JAVA_LONG, desc, 1);
-                ctrl.set(ValueLayout.JAVA_LONG, desc + 8, zeroCopyId);
-                ctrl.set(ValueLayout.JAVA_LONG, desc + 16, zeroCopyOffset + base * es);
-            } else {
-                ctrl.set(ValueLayout.JAVA_LONG, desc, 0);
-                MemorySegment.copy(in, base * es, mine, half, n * es);
-            }
+            long desc = publishInput(zeroCopyId, zeroCopyOffset + base * es, in, base * es, half, n * es);
             directBarrier(sig, first);
             first = false;
             long lo = blockStart(n, size, rank);
@@ -1040,15 +1071,8 @@ final class Engine {
                     sourceOffsets[j] = zeroCopyId >= 0 ? (base + lo) * es : half + lo * es;
                     continue;
                 }
-                Peer p = t.peers[j];
-                if (p.control.get(ValueLayout.JAVA_LONG, desc) == 1) {
-                    sources[j] = comm.mappedAllocation(p, (int) p.control.get(ValueLayout.JAVA_LONG, desc + 8),
-                        deadlineNs);
-                    sourceOffsets[j] = p.control.get(ValueLayout.JAVA_LONG, desc + 16) + lo * es;
-                } else {
-                    sources[j] = stagingOf(j);
-                    sourceOffsets[j] = half + lo * es;
-                }
+                sources[j] = peerInput(t.peers[j], desc, half);
+                sourceOffsets[j] = peerInputOffset + lo * es;
             }
             if (cnt > 0) {
                 kernels.reduce(type, op, sources, sourceOffsets, size, mine, half + lo * es, cnt, size);
@@ -1091,7 +1115,6 @@ final class Engine {
         int es = type.sizeBytes();
         int peer = 1 - rank;
         Peer p = t.peers[peer];
-        MemorySegment ctrl = t.control.segment();
         // rounds of the staging size whether or not this rank's input is zero copy: the peer's may not be, and
         // both ranks must meet in the same barriers
         long perRound = Math.max(1, t.directStagingBytes / es);
@@ -1099,31 +1122,14 @@ final class Engine {
         for (long base = 0; base < count; base += perRound) {
             long n = Math.min(perRound, count - base);
             long half = halfOffset();
-            long desc = Transport.CTRL_DESC + ((directEpoch + 1) & 1) * 32;
-            if (zeroCopyId >= 0) {
-                ctrl.set(ValueLayout.JAVA_LONG, desc, 1);
-                ctrl.set(ValueLayout.JAVA_LONG, desc + 8, zeroCopyId);
-                ctrl.set(ValueLayout.JAVA_LONG, desc + 16, zeroCopyOffset + base * es);
-            } else {
-                ctrl.set(ValueLayout.JAVA_LONG, desc, 0);
-                MemorySegment.copy(in, base * es, t.staging.segment(), half, n * es);
-            }
+            long desc = publishInput(zeroCopyId, zeroCopyOffset + base * es, in, base * es, half, n * es);
             directBarrier(sig, first);
             first = false;
-            MemorySegment theirs;
-            long theirOffset;
-            if (p.control.get(ValueLayout.JAVA_LONG, desc) == 1) {
-                theirs = comm.mappedAllocation(p, (int) p.control.get(ValueLayout.JAVA_LONG, desc + 8), deadlineNs);
-                theirOffset = p.control.get(ValueLayout.JAVA_LONG, desc + 16);
-            } else {
-                theirs = p.staging;
-                theirOffset = half;
-            }
             // rank order, so that both ranks compute bit-identical results
             sources[rank] = in;
             sourceOffsets[rank] = base * es;
-            sources[peer] = theirs;
-            sourceOffsets[peer] = theirOffset;
+            sources[peer] = peerInput(p, desc, half);
+            sourceOffsets[peer] = peerInputOffset;
             kernels.reduce(type, op, sources, sourceOffsets, 2, out, base * es, n, 2);
             directRound++;
         }
@@ -1149,17 +1155,10 @@ final class Engine {
         for (long base = 0; base < bytes || first; base += per) {
             long n = Math.min(per, bytes - base);
             long half = halfOffset();
-            long desc = Transport.CTRL_DESC + ((directEpoch + 1) & 1) * 32;
+            long desc = nextDescriptor();
             if (rank == root) {
                 int zcId = first && large ? comm.allocationId(in) : -1;
-                if (zcId >= 0) {
-                    ctrl.set(ValueLayout.JAVA_LONG, desc, 1);
-                    ctrl.set(ValueLayout.JAVA_LONG, desc + 8, zcId);
-                    ctrl.set(ValueLayout.JAVA_LONG, desc + 16, comm.lastAllocationOffset);
-                } else {
-                    ctrl.set(ValueLayout.JAVA_LONG, desc, 0);
-                    MemorySegment.copy(in, base, t.staging.segment(), half, n);
-                }
+                publishInput(zcId, comm.lastAllocationOffset, in, base, half, n);
             }
             directBarrier(sig, first);
             MemorySegment rootCtrl = rank == root ? ctrl : t.peers[root].control;
@@ -1169,10 +1168,8 @@ final class Engine {
                         MemorySegment.copy(in, 0, out, 0, bytes);
                     }
                 } else if (out != null) {
-                    Peer p = t.peers[root];
-                    MemorySegment src = comm.mappedAllocation(p, (int) p.control.get(ValueLayout.JAVA_LONG,
-                        desc + 8), deadlineNs);
-                    MemorySegment.copy(src, p.control.get(ValueLayout.JAVA_LONG, desc + 16), out, 0, bytes);
+                    MemorySegment src = peerInput(t.peers[root], desc, half);
+                    MemorySegment.copy(src, peerInputOffset, out, 0, bytes);
                 }
                 directRound++;
                 break;
@@ -1231,20 +1228,11 @@ final class Engine {
         int zcId = large ? comm.allocationId(in) : -1;
         long zcOffset = comm.lastAllocationOffset;
         boolean inPlace = in.isNative() && out.isNative() && in.address() == out.address() + rank * blockBytes;
-        MemorySegment ctrl = t.control.segment();
         boolean first = true;
         for (long base = 0; base < blockBytes || first; base += per) {
             long n = Math.min(per, blockBytes - base);
             long half = halfOffset();
-            long desc = Transport.CTRL_DESC + ((directEpoch + 1) & 1) * 32;
-            if (zcId >= 0) {
-                ctrl.set(ValueLayout.JAVA_LONG, desc, 1);
-                ctrl.set(ValueLayout.JAVA_LONG, desc + 8, zcId);
-                ctrl.set(ValueLayout.JAVA_LONG, desc + 16, zcOffset + base);
-            } else {
-                ctrl.set(ValueLayout.JAVA_LONG, desc, 0);
-                MemorySegment.copy(in, base, t.staging.segment(), half, n);
-            }
+            long desc = publishInput(zcId, zcOffset + base, in, base, half, n);
             directBarrier(sig, first);
             first = false;
             for (int j = 0; j < size; j++) {
@@ -1254,15 +1242,8 @@ final class Engine {
                     }
                     continue;
                 }
-                Peer p = t.peers[j];
-                if (p.control.get(ValueLayout.JAVA_LONG, desc) == 1) {
-                    MemorySegment src = comm.mappedAllocation(p, (int) p.control.get(ValueLayout.JAVA_LONG,
-                        desc + 8), deadlineNs);
-                    MemorySegment.copy(src, p.control.get(ValueLayout.JAVA_LONG, desc + 16), out,
-                        j * blockBytes + base, n);
-                } else {
-                    MemorySegment.copy(stagingOf(j), half, out, j * blockBytes + base, n);
-                }
+                MemorySegment src = peerInput(t.peers[j], desc, half);
+                MemorySegment.copy(src, peerInputOffset, out, j * blockBytes + base, n);
             }
             directRound++;
             if (blockBytes == 0) {
