@@ -310,8 +310,8 @@ def report(h, a, t_start):
       f" in {(time.monotonic() - t_start) / 60:.1f} min; {a.rounds} round(s), JCCL and peers alternating "
       f"(order reversed every other round). Cells: median over rounds of each run's median block time "
       f"(mpi_coll.c method: warm-up 3, estimate 5, iters = {a.target} s / estimate, {a.blocks} blocks, block time = "
-      f"MAX over ranks), `[min–max]` over rounds. JCCL ranks first run each case 20000 times or "
-      f"{a.jit_warmup} s ({10 * a.jit_warmup:.1f} s up to 64 KiB), whichever comes first, then idle 0.25 s together "
+      f"MAX over ranks), `[min–max]` over rounds. JCCL ranks first run each case at least 20000 times "
+      f"and at least {a.jit_warmup} s, stopping at {a.jit_warmup} s ({10 * a.jit_warmup:.1f} s up to 64 KiB), then idle 0.25 s together "
       f"(JIT warm-up, and its queued compilations done; `--jit-warmup 0` = none). GB/s = 1e9 B/s. busbw = nccl-tests factor × bytes / median time "
       f"(allreduce 2(n−1)/n, allgather (n−1)/n, broadcast 1); allgather size = total output. Ratios > 1 mean JCCL is "
       f"better (busbw ratio = peer time / JCCL time).\n")
@@ -516,8 +516,9 @@ def main():
     ap.add_argument("--blocks", type=int, default=5)
     ap.add_argument("--target", type=float, default=0.2, help="seconds per block (mpi_coll.c's target)")
     ap.add_argument("--jit-warmup", type=float, default=1.0,
-                    help="JCCL only: before mpi_coll.c's method, run each case 20000 times or this many seconds (10x "
-                         "up to 64 KiB), whichever first; 0 = exactly mpi_coll.c (the first sizes then run cold)")
+                    help="JCCL only: before mpi_coll.c's method, run each case at least 20000 times and at least this "
+                         "many seconds, stopping at this many seconds (10x up to 64 KiB); 0 = exactly mpi_coll.c (the "
+                         "first sizes then run cold)")
     ap.add_argument("--gloo-np4", action="store_true", help="also run gloo with 4 ranks (not a target)")
     ap.add_argument("--netns-rounds", type=int, default=1,
                     help="rounds of the netns configuration (default 1: it is the slowest, the run must fit a window)")
