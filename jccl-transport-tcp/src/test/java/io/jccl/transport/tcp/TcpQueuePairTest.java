@@ -173,6 +173,52 @@ class TcpQueuePairTest {
     }
 
     @Test
+    void shouldParkTheProgressThreadWhileTheApplicationPollsAndHoldsAcks() {
+        // A polled SEND ping-pong: both QPs are application-driven (the progress threads are in standby) and every
+        // delivering poll holds an ACK back and kicks lazily. A lazy kick must not keep a thread in standby from
+        // parking: it looped instead (hundreds of iterations per park, 15-17 % of a core per rank).
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        MemoryRegion ma = a.pd().allocateMemory(4096, ALL);
+        MemoryRegion mb = b.pd().allocateMemory(4096, ALL);
+        ReceiveWorkRequest ra = new ReceiveWorkRequest().local(ma, 1024, 64);
+        ReceiveWorkRequest rb = new ReceiveWorkRequest().local(mb, 1024, 64);
+        SendWorkRequest sa = new SendWorkRequest().opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED).local(ma, 0, 8);
+        SendWorkRequest sb = new SendWorkRequest().opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED).local(mb, 0, 8);
+        WorkCompletion[] wc = WorkCompletion.array(4);
+        TcpEngine ea = ((TcpQueuePair) a.qp()).engine;
+        TcpEngine eb = ((TcpQueuePair) b.qp()).engine;
+        int rounds = 4000;
+        long loops0 = 0;
+        long parks0 = 0;
+        long sendsA = 0;
+        long sendsB = 0;
+        for (int i = 0; i < rounds; i++) {
+            if (i == 500) { // the first rounds connect and warm up
+                loops0 = ea.loops + eb.loops;
+                parks0 = ea.standbyParks + eb.standbyParks;
+            }
+            a.qp().postReceive(ra);
+            b.qp().postReceive(rb);
+            a.qp().postSend(sa.wrId(i));
+            sendsB += awaitReceive(b.cq(), wc)[1];
+            b.qp().postSend(sb.wrId(i));
+            sendsA += awaitReceive(a.cq(), wc)[1];
+        }
+        long loops = ea.loops + eb.loops - loops0;
+        long parks = ea.standbyParks + eb.standbyParks - parks0;
+        // Each park is one iteration; a few more for real work (a standby exit, a kick). Not a timing bound.
+        assertTrue(loops <= 4 * parks + rounds / 4, "progress threads looped " + loops + " times, parked " + parks);
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (sendsA < rounds || sendsB < rounds) {
+            assertTrue(System.nanoTime() < deadline, "sends not all completed: " + sendsA + ", " + sendsB);
+            sendsA += drainSends(a.cq(), wc);
+            sendsB += drainSends(b.cq(), wc);
+        }
+    }
+
+    @Test
     void shouldAcknowledgeALargeMessageAtTheDeliveringPoll() {
         // The receiver of a large message copies or reduces it before it answers, so the ACK must not wait for that
         // answer: the sender's completion (and the reuse of its buffer) depends on it. Held, it left with the
