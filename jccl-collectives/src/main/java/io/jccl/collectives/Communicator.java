@@ -992,7 +992,9 @@ public final class Communicator implements AutoCloseable {
             return;
         }
         MemorySegment work = recv.isNative() ? recv : bounce(0, bytes);
-        if (!same(send, work)) {
+        // The ring reads a native input where it is (Engine.ringAllReduce): no copy into the output first.
+        boolean ringFrom = a == Algorithm.RING && send.isNative() && Engine.disjoint(send, work, bytes);
+        if (!same(send, work) && !ringFrom) {
             MemorySegment.copy(send, 0, work, 0, bytes);
         }
         switch (a) {
@@ -1003,7 +1005,7 @@ public final class Communicator implements AutoCloseable {
             case HIER -> engine.hierAllReduce(sig, work, count, type, op, localGroup, leaderGroup);
             case RHD -> engine.rhdAllReduce(sig, work, count, type, op);
             case RD -> engine.rdAllReduce(sig, work, count, type, op, bounce(2, bytes));
-            default -> engine.ringAllReduce(sig, work, count, type, op);
+            default -> engine.ringAllReduce(sig, ringFrom ? send : work, work, count, type, op);
         }
         if (work != recv) {
             MemorySegment.copy(work, 0, recv, 0, bytes);

@@ -18,6 +18,8 @@ import java.util.Locale;
  * <tr><td>JCCL_DIRECT_DISABLE</td><td>1: no direct (mapped) algorithms</td></tr>
  * <tr><td>JCCL_CHUNK_BYTES / JCCL_SLOTS</td><td>ring chunk size (default 128 KiB over shared memory, 1 MiB over
  * tcp; a set value applies to every device) and slots per peer (4)</td></tr>
+ * <tr><td>JCCL_RDV_BYTES</td><td>smallest copied (not reduced) transfer that goes by rendezvous, written straight
+ * into the receiver's buffer (default 256 KiB over tcp, off elsewhere; 0 off)</td></tr>
  * <tr><td>JCCL_DIRECT_BYTES</td><td>direct staging size per round (default 1 MiB, twice that allocated)</td></tr>
  * <tr><td>JCCL_ALGO</td><td>algorithm filter, NCCL syntax (allreduce:ring;broadcast:^tree)</td></tr>
  * <tr><td>JCCL_JOB_ID</td><td>job identity every rank must present (default from the launcher, else "default")</td></tr>
@@ -40,6 +42,10 @@ public final class CommunicatorOptions {
     /** Default chunk over tcp: per-chunk costs (completion, credit, header) dominate smaller chunks there. */
     static final int TCP_CHUNK_BYTES = 1 << 20;
     private int slots = 4;
+    /** Rendezvous threshold (JCCL_RDV_BYTES): -1 automatic (tcp only, {@link #TCP_RENDEZVOUS_BYTES}), 0 off. */
+    private long rendezvousBytes = -1;
+    /** Default rendezvous threshold over tcp. */
+    static final int TCP_RENDEZVOUS_BYTES = 256 * 1024;
     private long directBytes = 1 << 20;
     private String algorithms = "";
     private String jobId = "default";
@@ -67,6 +73,7 @@ public final class CommunicatorOptions {
         o.chunkSet = Config.value("JCCL_CHUNK_BYTES") != null && !Config.value("JCCL_CHUNK_BYTES").isBlank();
         o.chunkBytes = (int) Config.longValue("JCCL_CHUNK_BYTES", o.chunkBytes);
         o.slots = (int) Config.longValue("JCCL_SLOTS", o.slots);
+        o.rendezvousBytes = Config.longValue("JCCL_RDV_BYTES", o.rendezvousBytes);
         o.directBytes = Config.longValue("JCCL_DIRECT_BYTES", o.directBytes);
         o.algorithms = Config.value("JCCL_ALGO", "");
         String job = Config.value("JCCL_JOB_ID");
@@ -124,6 +131,7 @@ public final class CommunicatorOptions {
         o.chunkBytes = chunkBytes;
         o.chunkSet = chunkSet;
         o.slots = slots;
+        o.rendezvousBytes = rendezvousBytes;
         o.directBytes = directBytes;
         o.algorithms = algorithms;
         o.jobId = jobId;
@@ -141,6 +149,10 @@ public final class CommunicatorOptions {
         }
         if (slots < 1 || slots > 64) {
             throw new IllegalArgumentException("slots per peer " + slots + " outside 1..64");
+        }
+        if (rendezvousBytes < -1) {
+            throw new IllegalArgumentException("rendezvous threshold " + rendezvousBytes
+                + " must be -1 (automatic), 0 (off) or a byte count");
         }
         if (directBytes < 4096 || directBytes % 64 != 0) {
             throw new IllegalArgumentException("direct staging " + directBytes + " must be >= 4096, multiple of 64");
@@ -211,6 +223,23 @@ public final class CommunicatorOptions {
      */
     public int chunkBytesFor(String device) {
         return chunkSet || !device.startsWith("tcp") ? chunkBytes : Math.max(chunkBytes, TCP_CHUNK_BYTES);
+    }
+
+    /**
+     * Smallest message-path transfer to a peer served by {@code device} that goes by rendezvous (the receiver
+     * registers its destination and the sender writes straight into it, see docs/collectives.md), or 0 for never:
+     * the set value (JCCL_RDV_BYTES, {@link #withRendezvousBytes}), else 256 KiB over tcp and off elsewhere.
+     * Both ends of a pair use the same device, so they agree.
+     */
+    public long rendezvousBytesFor(String device) {
+        return rendezvousBytes >= 0 ? rendezvousBytes : device.startsWith("tcp") ? TCP_RENDEZVOUS_BYTES : 0;
+    }
+
+    /** A copy with another rendezvous threshold (-1 automatic, 0 off; see {@link #rendezvousBytesFor}). */
+    public CommunicatorOptions withRendezvousBytes(long bytes) {
+        CommunicatorOptions o = copy();
+        o.rendezvousBytes = bytes;
+        return o.validate();
     }
 
     /** Inbox slots per peer. */
@@ -319,7 +348,8 @@ public final class CommunicatorOptions {
 
     /** The settings every rank must share (compared at join). */
     String fingerprint() {
-        return "chunk=" + chunkBytes + (chunkSet ? "" : "/auto") + ",slots=" + slots + ",direct=" + directBytes + ",directOff=" + directDisabled
+        return "chunk=" + chunkBytes + (chunkSet ? "" : "/auto") + ",slots=" + slots + ",rdv=" + rendezvousBytes
+            + ",direct=" + directBytes + ",directOff=" + directDisabled
             + ",algo=" + algorithms + ",shmOff=" + shmDisabled + ",transport=" + transports;
     }
 }

@@ -300,6 +300,8 @@ final class Engine {
             if (!x.finished) {
                 sb.append(x.send ? "send to rank " : "data from rank ").append(x.peer.rank).append(" (")
                     .append(x.done).append('/').append(x.len).append(" bytes")
+                    .append(x.rdv == Xfer.RDV_ACTIVE ? ", rendezvous" : x.rdv == Xfer.RDV_WANTED && x.send
+                        ? ", waiting for the receiver's clear-to-send" : "")
                     .append(x.send && !t.canSend(x.peer) ? ", no credit: peer has not consumed earlier chunks" : "")
                     .append("); ");
             } else if (x.send && x.peer.sendsAwaited > 0) {
@@ -324,6 +326,39 @@ final class Engine {
     private int pumpSend(Xfer x) {
         int work = 0;
         Peer p = x.peer;
+        if (x.rdv == Xfer.RDV_WANTED) {
+            if (p.ctsConsumed >= p.ctsArrived) {
+                return 0;
+            }
+            MemorySegment inbox = p.inbox.segment();
+            long at = t.ctsOffset(p, p.ctsConsumed);
+            long length = inbox.get(ValueLayout.JAVA_LONG_UNALIGNED, at + Transport.CTS_LENGTH);
+            if (!x.sig.matches(inbox, at) || Signature.chunkBytes(inbox, at) != -1 || length != x.len) {
+                throw comm.mismatch("rank " + rank + " is running " + x.sig + " and sends " + x.len + " bytes to rank "
+                    + p.rank + ", but rank " + p.rank + " is ready for " + length + " bytes of "
+                    + Signature.describe(inbox, at));
+            }
+            p.ctsConsumed++;
+            x.remoteAddress = inbox.get(ValueLayout.JAVA_LONG_UNALIGNED, at + Transport.CTS_ADDRESS);
+            x.remoteKey = inbox.get(ValueLayout.JAVA_INT_UNALIGNED, at + Transport.CTS_RKEY);
+            x.rdv = x.remoteAddress != 0 ? Xfer.RDV_ACTIVE : Xfer.EAGER;
+            work++;
+        }
+        if (x.rdv == Xfer.RDV_ACTIVE) {
+            while (!x.finished && t.canSendPiece(p)) {
+                int n = (int) Math.min(x.len - x.done, p.chunkBytes);
+                if (x.after != null && x.after.done < x.done + n) {
+                    break;
+                }
+                t.sendPiece(p, x.region, x.regionOff + x.done, n, x.remoteAddress + x.done, x.remoteKey);
+                x.done += n;
+                work++;
+                if (x.done >= x.len) {
+                    x.finished = true;
+                }
+            }
+            return work;
+        }
         while (!x.finished && t.canSend(p)) {
             int n = (int) Math.min(x.len - x.done, p.chunkBytes);
             if (x.after != null && x.after.done < x.done + n) {
@@ -343,6 +378,34 @@ final class Engine {
         int work = 0;
         Peer p = x.peer;
         MemorySegment inbox = p.inbox.segment();
+        if (x.rdv == Xfer.RDV_WANTED) {
+            // First turn of this transfer (earlier ones from this peer are done): offer the destination.
+            if (!t.canPostControl(p)) {
+                return 0;
+            }
+            x.rdv = t.sendClearToSend(p, x.sig, x.seg, x.off, x.len) ? Xfer.RDV_ACTIVE : Xfer.EAGER;
+            work++;
+        }
+        if (x.rdv == Xfer.RDV_ACTIVE) {
+            // The data is in place when a piece's completion arrives (RC delivers writes in order).
+            while (!x.finished && p.piecesConsumed < p.piecesArrived) {
+                x.done += Math.min(x.len - x.done, p.chunkBytes);
+                p.piecesConsumed++;
+                work++;
+                if (x.done >= x.len) {
+                    x.finished = true;
+                }
+            }
+            if (!x.finished && p.consumed < p.arrived) {
+                // A chunk in the inbox before the last piece (completions arrive in order): the peer runs
+                // something else. Chunks of the peer's next operation may arrive only after the last piece.
+                long slot = t.nextSlotOffset(p);
+                throw comm.mismatch("rank " + rank + " is running " + x.sig + " and expected " + x.len
+                    + " bytes by rendezvous from rank " + p.rank + ", but rank " + p.rank + " sent a chunk of "
+                    + Signature.chunkBytes(inbox, slot) + " bytes for " + Signature.describe(inbox, slot));
+            }
+            return work;
+        }
         while (!x.finished && p.consumed < p.arrived) {
             long slot = t.nextSlotOffset(p);
             int expect = (int) Math.min(x.len - x.done, p.chunkBytes);
@@ -354,8 +417,8 @@ final class Engine {
             if (expect > 0) {
                 long at = x.off + x.done;
                 if (x.reduce) {
-                    kernels.reduce(x.type, x.op.combiner(), x.seg, at, inbox, slot + Signature.BYTES, x.seg, at,
-                        expect / x.type.sizeBytes(), 0);
+                    kernels.reduce(x.type, x.op.combiner(), x.src != null ? x.src : x.seg, at, inbox,
+                        slot + Signature.BYTES, x.seg, at, expect / x.type.sizeBytes(), 0);
                 } else {
                     MemorySegment.copy(inbox, slot + Signature.BYTES, x.seg, at, expect);
                 }
@@ -400,6 +463,25 @@ final class Engine {
         grank = rank;
     }
 
+    /**
+     * Marks a transfer the receiver only copies (no reduction) for rendezvous when it is large enough for its
+     * peer's device ({@link Peer#rendezvousBytes}): the receiver registers its destination and sends a
+     * clear-to-send, the sender writes straight into it (no copy out of the inbox). Both ends of a transfer must
+     * mark it, which the algorithms do by marking sends and receives of the same steps.
+     */
+    private static Xfer placed(Xfer x) {
+        long min = x.peer.rendezvousBytes;
+        if (min > 0 && x.len >= min) {
+            x.rdv = Xfer.RDV_WANTED;
+        }
+        return x;
+    }
+
+    /** Whether {@code bytes} at the start of {@code a} and of {@code b} share no byte. */
+    static boolean disjoint(MemorySegment a, MemorySegment b, long bytes) {
+        return a.address() + bytes <= b.address() || b.address() + bytes <= a.address();
+    }
+
     static long blockStart(long count, int n, int b) {
         return b * (count / n) + Math.min(b, count % n);
     }
@@ -412,6 +494,17 @@ final class Engine {
 
     /** Ring all-reduce in place on {@code buf} (native): reduce-scatter then all-gather, n-1 steps each. */
     void ringAllReduce(Signature sig, MemorySegment buf, long count, DataType type, ReduceOp op) {
+        ringAllReduce(sig, buf, buf, count, type, op);
+    }
+
+    /**
+     * Ring all-reduce of {@code in} into {@code buf} (both native; the same segment, or disjoint, see
+     * {@link #disjoint}). Out of place nothing is copied up front: the first reduce-scatter step sends its block
+     * from {@code in}, each received block is reduced with {@code in}'s block into {@code buf}, and every block of
+     * {@code buf} is written by the last reduce-scatter step or the all-gather (one 16 MiB copy less per 16 MiB
+     * all-reduce).
+     */
+    void ringAllReduce(Signature sig, MemorySegment in, MemorySegment buf, long count, DataType type, ReduceOp op) {
         int es = type.sizeBytes();
         Peer right = peer(grank + 1);
         Peer left = peer(grank - 1);
@@ -421,10 +514,14 @@ final class Engine {
         for (int s = 0; s < gsize - 1; s++) {
             int sb = Math.floorMod(grank - s, gsize);
             int rb = Math.floorMod(grank - s - 1, gsize);
-            Xfer out = sendX(right, sig, buf, blockStart(count, gsize, sb) * es, blockCount(count, gsize, sb) * es);
+            Xfer out = sendX(right, sig, s == 0 ? in : buf, blockStart(count, gsize, sb) * es,
+                blockCount(count, gsize, sb) * es);
             out.after = previous;
             previous = recvX(left, sig, buf, blockStart(count, gsize, rb) * es, blockCount(count, gsize, rb) * es,
                 type, op);
+            if (in != buf) {
+                previous.src = in;
+            }
         }
         run();
         int mine = Math.floorMod(grank + 1, gsize);
@@ -435,10 +532,11 @@ final class Engine {
         for (int s = 0; s < gsize - 1; s++) {
             int sb = Math.floorMod(grank + 1 - s, gsize);
             int rb = Math.floorMod(grank - s, gsize);
-            Xfer out = sendX(right, sig, buf, blockStart(count, gsize, sb) * es, blockCount(count, gsize, sb) * es);
+            Xfer out = placed(sendX(right, sig, buf, blockStart(count, gsize, sb) * es,
+                blockCount(count, gsize, sb) * es));
             out.after = previous;
-            previous = recvX(left, sig, buf, blockStart(count, gsize, rb) * es, blockCount(count, gsize, rb) * es,
-                null, null);
+            previous = placed(recvX(left, sig, buf, blockStart(count, gsize, rb) * es,
+                blockCount(count, gsize, rb) * es, null, null));
         }
         run();
     }
@@ -469,7 +567,7 @@ final class Engine {
         int mask = 1;
         while (mask < gsize) {
             if ((vr & mask) != 0) {
-                recvX(peer(vr - mask + root), sig, buf, 0, bytes, null, null);
+                placed(recvX(peer(vr - mask + root), sig, buf, 0, bytes, null, null));
                 run();
                 break;
             }
@@ -479,7 +577,7 @@ final class Engine {
         boolean any = false;
         while (mask > 0) {
             if (vr + mask < gsize) {
-                sendX(peer(vr + mask + root), sig, buf, 0, bytes);
+                placed(sendX(peer(vr + mask + root), sig, buf, 0, bytes));
                 any = true;
             }
             mask >>= 1;
@@ -494,10 +592,10 @@ final class Engine {
         int vr = Math.floorMod(grank - root, gsize);
         Xfer in = null;
         if (vr > 0) {
-            in = recvX(peer(grank - 1), sig, buf, 0, bytes, null, null);
+            in = placed(recvX(peer(grank - 1), sig, buf, 0, bytes, null, null));
         }
         if (vr < gsize - 1) {
-            Xfer out = sendX(peer(grank + 1), sig, buf, 0, bytes);
+            Xfer out = placed(sendX(peer(grank + 1), sig, buf, 0, bytes));
             out.after = in;
         }
         run();
@@ -669,8 +767,8 @@ final class Engine {
         for (int s = 0; s < gsize - 1; s++) {
             int sb = Math.floorMod(grank - s, gsize);
             int rb = Math.floorMod(grank - s - 1, gsize);
-            sendX(right, sig, out, sb * blockBytes, blockBytes).after = previous;
-            previous = recvX(left, sig, out, rb * blockBytes, blockBytes, null, null);
+            placed(sendX(right, sig, out, sb * blockBytes, blockBytes)).after = previous;
+            previous = placed(recvX(left, sig, out, rb * blockBytes, blockBytes, null, null));
         }
         run();
     }

@@ -13,6 +13,8 @@ final class Peer {
     /** Ring chunk size towards this peer (depends on the device) and the inbox slot size (header + chunk). */
     int chunkBytes;
     int slotBytes;
+    /** Smallest copied transfer to/from this peer that goes by rendezvous (0: never); same on both ends. */
+    long rendezvousBytes;
     QueuePair qp;
     /** My inbox for this peer's chunks: slots × slotBytes. */
     MemoryRegion inbox;
@@ -29,6 +31,12 @@ final class Peer {
     long arrived;
     long consumed;
     int pendingCredits;
+    /** Rendezvous: clear-to-sends posted to / arrived from / read of this peer; pieces arrived / consumed. */
+    long ctsSent;
+    long ctsArrived;
+    long ctsConsumed;
+    long piecesArrived;
+    long piecesConsumed;
     /** Posted sends not yet completed (bounded by the send queue depth, see {@link Transport#canSend}). */
     int sendsOutstanding;
     /** Of those, sends whose local buffer is still in use (not copied at post time): an exchange waits for them. */

@@ -14,6 +14,7 @@ import java.lang.foreign.MemorySegment;
 final class RegistrationCache implements AutoCloseable {
     static final int CAPACITY = 32;
     private final ProtectionDomain pd;
+    private final AccessFlag[] access;
     private final long[] address = new long[CAPACITY];
     private final long[] length = new long[CAPACITY];
     private final MemoryRegion[] regions = new MemoryRegion[CAPACITY];
@@ -24,8 +25,14 @@ final class RegistrationCache implements AutoCloseable {
     long lastOffset;
 
     RegistrationCache(ProtectionDomain pd, java.util.List<MemoryRegion> owned) {
+        this(pd, owned, AccessFlag.LOCAL_WRITE);
+    }
+
+    /** A cache registering with {@code access}; {@code owned} regions must grant at least that. */
+    RegistrationCache(ProtectionDomain pd, java.util.List<MemoryRegion> owned, AccessFlag... access) {
         this.pd = pd;
         this.owned = owned;
+        this.access = access.clone();
     }
 
     /** The region holding {@code seg} (sets {@link #lastOffset}). */
@@ -63,7 +70,7 @@ final class RegistrationCache implements AutoCloseable {
         // Register a global view of the same memory: providers may read it from their own threads, which a
         // confined segment forbids (WrongThreadException). Liveness is still checked against the caller's scope.
         MemorySegment view = MemorySegment.ofAddress(a).reinterpret(n);
-        MemoryRegion r = pd.registerMemory(view, AccessFlag.LOCAL_WRITE);
+        MemoryRegion r = pd.registerMemory(view, access);
         regions[i] = r;
         scopes[i] = seg.scope();
         address[i] = a;

@@ -37,6 +37,19 @@ final class Transport implements AutoCloseable {
     static final int IMM_DATA = 0;
     static final int IMM_CREDIT = 1;
     static final int IMM_WINDOW = 2;
+    /**
+     * Rendezvous (see {@link #sendClearToSend}): bit 29 clear, a clear-to-send descriptor arrived in this rank's
+     * descriptor box; set, a piece of a transfer arrived in this rank's destination buffer. Bits 0-28: credits.
+     */
+    static final int IMM_RDV = 3;
+    static final int RDV_PIECE = 1 << 29;
+    /** Clear-to-send descriptors per peer (after the inbox slots; one is outstanding at a time) and their size. */
+    static final int CTS_SLOTS = 2;
+    static final int CTS_BYTES = 64;
+    /** Descriptor: signature (chunk length -1), then transfer length, destination address (0: send eager), rkey. */
+    static final long CTS_LENGTH = Signature.BYTES;
+    static final long CTS_ADDRESS = CTS_LENGTH + 8;
+    static final long CTS_RKEY = CTS_ADDRESS + 8;
     static final long WR_RECV = 1;
     /** A send whose local buffer is in use until it completes: an exchange waits for it. */
     static final long WR_SEND = 2;
@@ -107,6 +120,8 @@ final class Transport implements AutoCloseable {
     boolean direct;
     /** Per-window, per-peer signal counts. */
     long[][] windowSignals = new long[0][];
+    /** Destinations of rendezvous transfers, registered remote-writable (by device; see {@link #sendClearToSend}). */
+    private final Map<DeviceResources, RegistrationCache> receiveRegions = new LinkedHashMap<>();
 
     Transport(Communicator comm, int rank, int size, int slots, Peer[] peers,
               Map<String, DeviceResources> devices) {
@@ -147,9 +162,12 @@ final class Transport implements AutoCloseable {
             QueuePairInitAttributes attrs = QueuePairInitAttributes.of(p.device.cq)
                 .withDepths(sendDepth, receiveDepth).withMaxInlineData(p.device.inlineBytes);
             p.qp = p.device.pd.createQueuePair(attrs);
-            p.inbox = p.device.pd.allocateMemory((long) slots * p.slotBytes, AccessFlag.LOCAL_WRITE,
-                AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ);
-            p.headers = p.device.pd.allocateMemory((long) slots * Signature.BYTES, AccessFlag.LOCAL_WRITE);
+            p.rendezvousBytes = comm.options().rendezvousBytesFor(p.device.name);
+            // Inbox slots, then the clear-to-send descriptors this peer writes; chunk headers, then outgoing ones.
+            p.inbox = p.device.pd.allocateMemory((long) slots * p.slotBytes + CTS_SLOTS * CTS_BYTES,
+                AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ);
+            p.headers = p.device.pd.allocateMemory((long) slots * Signature.BYTES + CTS_SLOTS * CTS_BYTES,
+                AccessFlag.LOCAL_WRITE);
             p.qp.modify(QueuePairAttributes.toInit(AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE,
                 AccessFlag.REMOTE_READ));
             for (int i = 0; i < receiveDepth; i++) {
@@ -249,6 +267,82 @@ final class Transport implements AutoCloseable {
         p.pendingCredits = 0;
     }
 
+    /** Offset in this rank's inbox of {@code p} of the clear-to-send descriptor number {@code index}. */
+    long ctsOffset(Peer p, long index) {
+        return (long) slots * p.slotBytes + (index % CTS_SLOTS) * CTS_BYTES;
+    }
+
+    /** Whether a control message (credits, clear-to-send) can be posted to {@code p} now. */
+    boolean canPostControl(Peer p) {
+        return p.sendsOutstanding < sendDepth - 2;
+    }
+
+    /**
+     * Rendezvous, receiver side: registers {@code seg} remote-writable (cached, like sources) and writes a
+     * clear-to-send descriptor for {@code length} bytes at {@code offset} of it into {@code p}'s descriptor box
+     * (RDMA WRITE WITH IMM, inline where the device allows). The sender then writes the data straight into
+     * {@code seg} in pieces ({@link #sendPiece}), saving the copy out of the inbox. When the memory cannot be
+     * registered the descriptor carries address 0 and the sender falls back to inbox chunks. Returns whether the
+     * destination was offered. Caller checked {@link #canPostControl}.
+     * <p>Exposure: the peer holds an rkey for the whole segment while the registration stays cached (like NCCL's
+     * registered buffers); only this communicator's authenticated queue pair to that peer can use it.
+     */
+    boolean sendClearToSend(Peer p, Signature sig, MemorySegment seg, long offset, long length) {
+        long address = 0;
+        int rkey = 0;
+        try {
+            RegistrationCache c = receiveRegions.get(p.device);
+            if (c == null) {
+                c = new RegistrationCache(p.device.pd, new ArrayList<>(), AccessFlag.LOCAL_WRITE,
+                    AccessFlag.REMOTE_WRITE);
+                receiveRegions.put(p.device, c);
+            }
+            MemoryRegion r = c.regionFor(seg);
+            if (r != null) {
+                address = r.address() + c.lastOffset + offset;
+                rkey = r.rkey();
+            }
+        } catch (RuntimeException e) {
+            // not registrable remote-writable here (heap memory, a provider limit): eager chunks instead
+            Log.get().info(rank, Log.Subsys.NET, "rendezvous with rank " + p.rank + " falls back to the inbox: "
+                + e.getMessage());
+        }
+        MemorySegment h = p.headers.segment();
+        long at = (long) slots * Signature.BYTES + (p.ctsSent % CTS_SLOTS) * CTS_BYTES;
+        sig.write(h, at, -1);
+        h.set(ValueLayout.JAVA_LONG_UNALIGNED, at + CTS_LENGTH, length);
+        h.set(ValueLayout.JAVA_LONG_UNALIGNED, at + CTS_ADDRESS, address);
+        h.set(ValueLayout.JAVA_INT_UNALIGNED, at + CTS_RKEY, rkey);
+        boolean copied = CTS_BYTES <= p.device.inlineBytes;
+        send.wrId(((long) p.rank << 32) | (copied ? WR_SEND_COPIED : WR_SEND)).opcode(SendOpcode.RDMA_WRITE_WITH_IMM)
+            .flags(copied ? SendFlag.SIGNALED | SendFlag.INLINE : SendFlag.SIGNALED)
+            .remote(p.remoteInboxAddress + ctsOffset(p, p.ctsSent), p.remoteInboxRkey)
+            .immediateData((IMM_RDV << 30) | p.pendingCredits)
+            .local(p.headers, at, CTS_BYTES);
+        post(p, copied);
+        p.ctsSent++;
+        p.pendingCredits = 0;
+        return address != 0;
+    }
+
+    /** Whether a rendezvous piece can go to {@code p} now: at most {@code slots} pieces in flight, as chunks. */
+    boolean canSendPiece(Peer p) {
+        return p.sendsAwaited < slots && p.sendsOutstanding < sendDepth - 2;
+    }
+
+    /**
+     * Rendezvous, sender side: writes {@code length} bytes from {@code region} at {@code offset} straight to
+     * {@code remoteAddress} (the receiver's destination, from its clear-to-send) with RDMA WRITE WITH IMM; the
+     * immediate tells the receiver a piece arrived (and returns credits). Caller checked {@link #canSendPiece}.
+     */
+    void sendPiece(Peer p, MemoryRegion region, long offset, int length, long remoteAddress, int rkey) {
+        send.wrId(((long) p.rank << 32) | WR_SEND).opcode(SendOpcode.RDMA_WRITE_WITH_IMM).flags(SendFlag.SIGNALED)
+            .remote(remoteAddress, rkey).immediateData((IMM_RDV << 30) | RDV_PIECE | p.pendingCredits)
+            .local(region, offset, length);
+        post(p, false);
+        p.pendingCredits = 0;
+    }
+
     /** Returns pending credits to {@code p} (zero-byte SEND WITH IMM). */
     void flushCredits(Peer p) {
         if (p.pendingCredits == 0 || p.sendsOutstanding >= sendDepth - 1) {
@@ -342,6 +436,14 @@ final class Transport implements AutoCloseable {
                 p.credited += imm & 0x3FFF_FFFF;
             }
             case IMM_CREDIT -> p.credited += imm & 0x3FFF_FFFF;
+            case IMM_RDV -> {
+                if ((imm & RDV_PIECE) != 0) {
+                    p.piecesArrived++;
+                } else {
+                    p.ctsArrived++;
+                }
+                p.credited += imm & (RDV_PIECE - 1);
+            }
             case IMM_WINDOW -> {
                 int w = imm & 0xFFFF;
                 if (w < windowSignals.length && windowSignals[w] != null) {
@@ -485,6 +587,9 @@ final class Transport implements AutoCloseable {
     @Override
     public void close() {
         drainSends(DRAIN_NS);
+        for (RegistrationCache c : receiveRegions.values()) {
+            c.close();
+        }
         for (Peer p : peers) {
             if (p == null) {
                 continue;
