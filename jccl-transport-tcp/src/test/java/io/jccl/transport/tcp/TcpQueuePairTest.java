@@ -123,21 +123,38 @@ class TcpQueuePairTest {
         assertTrue(cb.counters().get(Counter.PORT_RCV_DATA) > 0);
     }
 
-    @Test
-    void shouldCarryAcksOnTheAnsweringRequestInAPolledPingPong() {
-        // A SEND ping-pong driven by polling both CQs: the ACK of each message rides on the answer (one frame per
-        // message instead of two), as long as the application answers within its next poll.
+    /** Two connected QPs with a 4 KiB region each, receives at offset 1024 and 8-byte signaled SENDs from 0. */
+    private record PingPong(Side a, Side b, MemoryRegion ma, MemoryRegion mb, ReceiveWorkRequest ra,
+                            ReceiveWorkRequest rb, SendWorkRequest sa, SendWorkRequest sb) {
+    }
+
+    private PingPong pingPong() {
         Side a = Side.create(ca);
         Side b = Side.create(cb);
         TcpTestSupport.connect(a.qp(), b.qp());
         MemoryRegion ma = a.pd().allocateMemory(4096, ALL);
         MemoryRegion mb = b.pd().allocateMemory(4096, ALL);
-        ReceiveWorkRequest ra = new ReceiveWorkRequest().local(ma, 1024, 64);
-        ReceiveWorkRequest rb = new ReceiveWorkRequest().local(mb, 1024, 64);
+        return new PingPong(a, b, ma, mb, new ReceiveWorkRequest().local(ma, 1024, 64),
+            new ReceiveWorkRequest().local(mb, 1024, 64),
+            new SendWorkRequest().opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED).local(ma, 0, 8),
+            new SendWorkRequest().opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED).local(mb, 0, 8));
+    }
+
+    @Test
+    void shouldCarryAcksOnTheAnsweringRequestInAPolledPingPong() {
+        // A SEND ping-pong driven by polling both CQs: the ACK of each message rides on the answer (one frame per
+        // message instead of two), as long as the application answers within its next poll.
+        PingPong pp = pingPong();
+        Side a = pp.a();
+        Side b = pp.b();
+        MemoryRegion ma = pp.ma();
+        MemoryRegion mb = pp.mb();
+        ReceiveWorkRequest ra = pp.ra();
+        ReceiveWorkRequest rb = pp.rb();
         a.qp().postReceive(ra);
         b.qp().postReceive(rb);
-        SendWorkRequest sa = new SendWorkRequest().opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED).local(ma, 0, 8);
-        SendWorkRequest sb = new SendWorkRequest().opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED).local(mb, 0, 8);
+        SendWorkRequest sa = pp.sa();
+        SendWorkRequest sb = pp.sb();
         WorkCompletion[] wc = WorkCompletion.array(4);
         int rounds = 3000;
         long sendsA = 0;
@@ -177,15 +194,13 @@ class TcpQueuePairTest {
         // A polled SEND ping-pong: both QPs are application-driven (the progress threads are in standby) and every
         // delivering poll holds an ACK back and kicks lazily. A lazy kick must not keep a thread in standby from
         // parking: it looped instead (hundreds of iterations per park, 15-17 % of a core per rank).
-        Side a = Side.create(ca);
-        Side b = Side.create(cb);
-        TcpTestSupport.connect(a.qp(), b.qp());
-        MemoryRegion ma = a.pd().allocateMemory(4096, ALL);
-        MemoryRegion mb = b.pd().allocateMemory(4096, ALL);
-        ReceiveWorkRequest ra = new ReceiveWorkRequest().local(ma, 1024, 64);
-        ReceiveWorkRequest rb = new ReceiveWorkRequest().local(mb, 1024, 64);
-        SendWorkRequest sa = new SendWorkRequest().opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED).local(ma, 0, 8);
-        SendWorkRequest sb = new SendWorkRequest().opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED).local(mb, 0, 8);
+        PingPong pp = pingPong();
+        Side a = pp.a();
+        Side b = pp.b();
+        ReceiveWorkRequest ra = pp.ra();
+        ReceiveWorkRequest rb = pp.rb();
+        SendWorkRequest sa = pp.sa();
+        SendWorkRequest sb = pp.sb();
         WorkCompletion[] wc = WorkCompletion.array(4);
         TcpEngine ea = ((TcpQueuePair) a.qp()).engine;
         TcpEngine eb = ((TcpQueuePair) b.qp()).engine;
