@@ -269,10 +269,9 @@ public final class TestsCommand implements Callable<Integer> {
                     recvBuffer.asSlice(0, bufferBytes).fill((byte) 0);
                     coll.initialize(send, block);
                     coll.run(comm, send, recv, block);
-                    long[] w = {coll.check(recv, block)};
-                    comm.allReduce(w, ReduceOp.SUM);
-                    totalWrong += w[0];
-                    wrong = Long.toString(w[0]);
+                    long w = sumOverRanks(coll.check(recv, block), comm);
+                    totalWrong += w;
+                    wrong = Long.toString(w);
                 }
                 double seconds = timeUs / 1e6;
                 double algbw = BusBandwidth.algorithmBandwidth(coll.sizeBytes(block), seconds);
@@ -398,21 +397,39 @@ public final class TestsCommand implements Callable<Integer> {
 
     /** Combines the ranks' times as nccl-tests' {@code -a}: rank 0's, the average, the minimum or the maximum. */
     private double combineTime(double timeUs, Communicator comm) {
-        double[] t = {timeUs};
-        switch (average) {
-            case 0 -> {
-                t[0] = comm.rank() == 0 ? timeUs : 0;
-                comm.allReduce(t, ReduceOp.SUM);
-            }
-            case 2 -> comm.allReduce(t, ReduceOp.MIN);
-            case 3 -> comm.allReduce(t, ReduceOp.MAX);
-            default -> {
-                comm.allReduce(t, ReduceOp.SUM);
-                t[0] /= comm.size();
-            }
-        }
-        return t[0];
+        MemorySegment t = scalar(comm);
+        t.set(ValueLayout.JAVA_DOUBLE, 0, average == 0 && comm.rank() != 0 ? 0 : timeUs);
+        ReduceOp how = switch (average) {
+            case 2 -> ReduceOp.MIN;
+            case 3 -> ReduceOp.MAX;
+            default -> ReduceOp.SUM;
+        };
+        comm.allReduce(t, t, 1, DataType.FLOAT64, how);
+        double v = t.get(ValueLayout.JAVA_DOUBLE, 0);
+        return average == 0 || average == 2 || average == 3 ? v : v / comm.size();
     }
+
+    /** Sums a count over the ranks. */
+    private long sumOverRanks(long value, Communicator comm) {
+        MemorySegment w = scalar(comm);
+        w.set(ValueLayout.JAVA_LONG, 0, value);
+        comm.allReduce(w, w, 1, DataType.INT64, ReduceOp.SUM);
+        return w.get(ValueLayout.JAVA_LONG, 0);
+    }
+
+    /**
+     * One 8-byte native scratch buffer for the bookkeeping all-reduces (times, wrong counts). Not a heap array:
+     * a heap segment reaching the collective path's compiled code (type-profiled on native segments) made it
+     * trap and deoptimize once per size, and the timed loop of the next size ran on interpreted kernels.
+     */
+    private MemorySegment scalar(Communicator comm) {
+        if (scalar == null) {
+            scalar = comm.allocate(8);
+        }
+        return scalar;
+    }
+
+    private MemorySegment scalar;
 
     /** nccl-tests' "# Rank r Group 0 Pid p on host device d" lines, gathered to rank 0. */
     private void printDevices(Communicator comm, boolean print) {
