@@ -1,6 +1,7 @@
 package io.jccl.collectives;
 
 import io.jccl.collectives.internal.CpuAffinity;
+import io.jccl.collectives.internal.Log;
 import io.jccl.collectives.kernel.Kernels;
 import io.jccl.collectives.kernel.ReduceKernels;
 import io.jccl.verbs.MemoryRegion;
@@ -39,8 +40,8 @@ final class Engine {
             // and needs the core; spinning only delays it by the rest of the time slice.
             idle = new IdleStrategy(0, 5_000_000, IdleStrategy.PARK_MAX_NS);
             directIdle = idle;
-            maxSpinNs = 0;
-            spinLimitNs = 0;
+            directSpin.off();
+            messageSpin.off();
         }
     }
 
@@ -54,13 +55,69 @@ final class Engine {
      * by the peers; a cache line of its own, written only on the slow path of a wait.
      */
     static final long CTRL_CPU = 64;
-    /** Consecutive direct-path waits that ended right after yielding (evidence that the peer shares this core). */
-    private int sharedCoreWaits;
-    /** Shortest adaptive spin of a direct-path wait (a lock-step peer on another core arrives within it). */
+    /** Shortest adaptive spin of a wait (a lock-step peer on another core arrives within it). */
     static final long MIN_SPIN_NS = 1_000;
-    /** Longest adaptive spin ({@code JCCL_SPIN_US}; 0 when oversubscribed) and the current one. */
-    private long maxSpinNs = IdleStrategy.SPIN_NS;
-    private long spinLimitNs = maxSpinNs;
+    /** Spin of direct-path waits ({@link #awaitArrival}) and of message-path waits ({@link #run}). */
+    private final AdaptiveSpin directSpin = new AdaptiveSpin(IdleStrategy.SPIN_NS);
+    private final AdaptiveSpin messageSpin = new AdaptiveSpin(IdleStrategy.SPIN_NS);
+
+    /**
+     * A spin limit that adapts like a JVM monitor's, up to {@code JCCL_SPIN_US} (0 when oversubscribed): a wait
+     * that ended while spinning lets the next spin be longer; eight waits in a row that ended right after the
+     * first yields (the peer ran only once this rank gave up its core) halve it, down to {@link #MIN_SPIN_NS}; a
+     * wait for a late peer (busy copying, or yielding on another core) sets it to twice that wait.
+     */
+    static final class AdaptiveSpin {
+        private long maxNs;
+        private long limitNs;
+        private int quickWaits;
+
+        AdaptiveSpin(long maxNs) {
+            this.maxNs = maxNs;
+            this.limitNs = maxNs;
+        }
+
+        /** Never spin (oversubscribed hosts). */
+        void off() {
+            maxNs = 0;
+            limitNs = 0;
+        }
+
+        long limitNs() {
+            return limitNs;
+        }
+
+        long maxNs() {
+            return maxNs;
+        }
+
+        /** A wait with spin {@code limit} ended while spinning: spin a quarter longer next time. */
+        void endedSpinning(long limit) {
+            limitNs = Math.min(maxNs, limit + (limit >> 2) + 100);
+            quickWaits = 0;
+        }
+
+        /** A wait ended right after giving up the core: eight in a row halve the spin. */
+        void endedQuickly(long limit) {
+            if (++quickWaits >= 8) {
+                quickWaits = 0;
+                limitNs = Math.max(MIN_SPIN_NS, limit >> 1);
+            }
+        }
+
+        /** The peer was late by {@code waitedNs}: cover such a wait next time (if under the maximum). */
+        void peerLate(long limit, long waitedNs) {
+            quickWaits = 0;
+            if (waitedNs < maxNs) {
+                limitNs = Math.min(maxNs, Math.max(limit, 2 * waitedNs));
+            }
+        }
+
+        /** A wait that says nothing about sharing a core. */
+        void neutral() {
+            quickWaits = 0;
+        }
+    }
     /** Idler of direct-path waits after the adaptive spin: yields at once, then parks. */
     private IdleStrategy directIdle = new IdleStrategy(0, IdleStrategy.YIELD_NS, IdleStrategy.PARK_MAX_NS);
     private final MemorySegment[] sources;
@@ -184,9 +241,9 @@ final class Engine {
         int n = nx;
         active = n;
         beginWait();
-        IdleStrategy after = maxSpinNs == 0 ? idle : messageIdle;
+        IdleStrategy after = messageSpin.maxNs() == 0 ? idle : messageIdle;
         after.reset();
-        long spinLimit = Math.min(messageSpinLimitNs, maxSpinNs);
+        long spinLimit = messageSpin.limitNs();
         long startNs = System.nanoTime();
         long idleSinceNs = 0;
         boolean waited = false;
@@ -224,7 +281,7 @@ final class Engine {
                     }
                 }
                 if (allDone && !sendsPending) {
-                    if (waited) {
+                    if (waited && spinLimit > 0) {
                         adaptMessageSpin(spinLimit, yields, System.nanoTime() - startNs);
                     }
                     return;
@@ -259,37 +316,20 @@ final class Engine {
      */
     private final IdleStrategy messageIdle = new IdleStrategy(0, IdleStrategy.SPIN_NS + IdleStrategy.YIELD_NS,
         IdleStrategy.PARK_MAX_NS);
-    /** Current spin of a message-path wait, adapted by {@link #adaptMessageSpin} (never above maxSpinNs). */
-    private long messageSpinLimitNs = IdleStrategy.SPIN_NS;
-    /** Consecutive message-path waits that ended right after yielding. */
-    private int messageSharedCoreWaits;
-
     /**
-     * Adapts the spin of message-path waits the way the direct path adapts its own ({@code awaitArrival}): a wait
-     * that ended while spinning lets the next spin be longer (up to {@code JCCL_SPIN_US}); eight waits in a row
-     * that ended within two yields (the peer got to run only once this rank gave up its core) halve it, down to
-     * {@link #MIN_SPIN_NS}; a wait that needed more yields but was shorter than {@code JCCL_SPIN_US} sets it to
-     * twice that wait. Measured over tcp, 2 ranks on the shared 2-core VM: when both ranks land on one core, a
-     * fixed 50 µs spin made every 8-byte all-reduce cost one whole spin (40–80 µs per op, ~50 polls per wait),
-     * against 12–20 µs when each rank has a core.
+     * Adapts the spin of message-path waits with the rules of {@link AdaptiveSpin}, without the CPU evidence of
+     * the direct path: a wait that needed no yield ended while spinning, one or two yields count as quick, more as
+     * a late peer. Measured over tcp, 2 ranks on the shared 2-core VM: when both ranks land on one core, a fixed
+     * 50 µs spin made every 8-byte all-reduce cost one whole spin (40–80 µs per op, ~50 polls per wait), against
+     * 12–20 µs when each rank has a core.
      */
     private void adaptMessageSpin(long limit, int yields, long waitedNs) {
-        if (limit <= 0) {
-            return;
-        }
         if (yields == 0) {
-            messageSpinLimitNs = Math.min(maxSpinNs, limit + (limit >> 2) + 100);
-            messageSharedCoreWaits = 0;
+            messageSpin.endedSpinning(limit);
         } else if (yields <= 2) {
-            if (++messageSharedCoreWaits >= 8) {
-                messageSharedCoreWaits = 0;
-                messageSpinLimitNs = Math.max(MIN_SPIN_NS, limit >> 1);
-            }
+            messageSpin.endedQuickly(limit);
         } else {
-            messageSharedCoreWaits = 0;
-            if (waitedNs < maxSpinNs) {
-                messageSpinLimitNs = Math.min(maxSpinNs, Math.max(limit, 2 * waitedNs));
-            }
+            messageSpin.peerLate(limit, waitedNs);
         }
     }
 
@@ -477,8 +517,14 @@ final class Engine {
         return x;
     }
 
-    /** Whether {@code bytes} at the start of {@code a} and of {@code b} share no byte. */
+    /**
+     * Whether {@code bytes} at the start of {@code a} and of {@code b} share no byte (heap segments: whether they
+     * are not views of the same array).
+     */
     static boolean disjoint(MemorySegment a, MemorySegment b, long bytes) {
+        if (!a.isNative() || !b.isNative()) {
+            return a.heapBase().isEmpty() || !a.heapBase().equals(b.heapBase());
+        }
         return a.address() + bytes <= b.address() || b.address() + bytes <= a.address();
     }
 
@@ -944,11 +990,7 @@ final class Engine {
      * Waits for {@code p}'s arrival at {@code epoch}: an adaptive busy spin first, then the idle strategy (yield,
      * then park) with its abort, deadline and health checks.
      *
-     * <p>The spin adapts like a JVM monitor's: a wait that ended while spinning lets the next spin be longer (up to
-     * {@code JCCL_SPIN_US}); eight waits in a row that ended right after the first yields (the peer ran only once
-     * this rank gave up its core) halve it (down to {@link #MIN_SPIN_NS}); a wait that needed many yields but stayed under
-     * {@code JCCL_SPIN_US} (a peer busy copying) sets it to twice that wait. On 2 cores shared
-     * with other work the two ranks of a pair often end up on the same core for a while; spinning then only burns
+     * <p>The spin adapts ({@link AdaptiveSpin}). On 2 cores shared with other work the two ranks of a pair often end up on the same core for a while; spinning then only burns
      * the time slice the peer needs (an 8-byte all-reduce took 14–60 µs per op with a fixed 5–50 µs spin, against
      * 0.2–0.5 µs when each rank has a core). Oversubscribed hosts never spin.
      *
@@ -960,7 +1002,7 @@ final class Engine {
      * ({@link CpuAffinity#moveOff}).
      */
     private void awaitArrival(Peer p, long rec, long epoch, Signature sig) {
-        long limit = spinLimitNs;
+        long limit = directSpin.limitNs();
         long start = 0;
         if (limit > 0) {
             start = System.nanoTime();
@@ -968,8 +1010,7 @@ final class Engine {
             while (true) {
                 Thread.onSpinWait();
                 if (arrived(p, rec) >= epoch) {
-                    spinLimitNs = Math.min(maxSpinNs, limit + (limit >> 2) + 100);
-                    sharedCoreWaits = 0;
+                    directSpin.endedSpinning(limit);
                     return;
                 }
                 if ((++i & 31) == 0 && System.nanoTime() - start > limit) {
@@ -999,36 +1040,22 @@ final class Engine {
             long waited = System.nanoTime() - start;
             int peerCpu = cpu >= 0 ? p.control.get(ValueLayout.JAVA_INT, CTRL_CPU) - 1 : -1;
             switch (judgeWait(yields, cpu, peerCpu, rank > p.rank, coresApart)) {
-                case PEER_ELSEWHERE, PEER_BUSY -> {
-                    // Elsewhere: the peer last waited on another CPU, so it does not share this core; it was late
-                    // because it too had given up its core for a moment (a yield costs more than a short spin).
-                    // Halving would lock both ranks into yielding on every operation (1.5-7 us per 8-byte
-                    // all-reduce instead of 0.2-0.5 us). Busy: the peer was copying or reducing a little longer
-                    // than the spin. Either way, spin long enough to cover it next time.
-                    sharedCoreWaits = 0;
-                    if (waited < maxSpinNs) {
-                        spinLimitNs = Math.min(maxSpinNs, Math.max(limit, 2 * waited));
-                    }
-                }
+                // Elsewhere: the peer last waited on another CPU, so it does not share this core; it was late
+                // because it too had given up its core for a moment (a yield costs more than a short spin).
+                // Halving would lock both ranks into yielding on every operation (1.5-7 us per 8-byte all-reduce
+                // instead of 0.2-0.5 us). Busy: the peer was copying or reducing a little longer than the spin.
+                case PEER_ELSEWHERE, PEER_BUSY -> directSpin.peerLate(limit, waited);
+                // the scheduler put both ranks on one CPU (it did so for whole runs here): the higher rank moves
+                // to another; if it cannot, this counts as a quick wait
                 case SAME_CPU -> {
-                    // the scheduler put both ranks on one CPU (it did so for whole runs here): the higher rank
-                    // moves to another; if it cannot, this counts as a quick wait
                     if (moveOffSharedCpu(cpu)) {
-                        sharedCoreWaits = 0;
-                    } else if (++sharedCoreWaits >= 8) {
-                        sharedCoreWaits = 0;
-                        spinLimitNs = Math.max(MIN_SPIN_NS, limit >> 1);
+                        directSpin.neutral();
+                    } else {
+                        directSpin.endedQuickly(limit);
                     }
                 }
-                case QUICK -> {
-                    // eight waits in a row ended as soon as this rank gave up its core: it shares one with the peer;
-                    // spin less (one such wait proves nothing: the peer may just have finished then)
-                    if (++sharedCoreWaits >= 8) {
-                        sharedCoreWaits = 0;
-                        spinLimitNs = Math.max(MIN_SPIN_NS, limit >> 1);
-                    }
-                }
-                case APART -> sharedCoreWaits = 0;
+                case QUICK -> directSpin.endedQuickly(limit);
+                case APART -> directSpin.neutral();
             }
         }
     }
@@ -1067,8 +1094,9 @@ final class Engine {
 
     /** CPUs this process may run on (for {@link #moveOffSharedCpu}), read once; null until needed. */
     private List<Integer> allowedCpus;
-    /** Times this rank moved off a CPU it shared with a peer (for the log). */
+    /** Times this rank moved off a CPU it shared with a peer (for the log), and when it last did. */
     long cpuMoves;
+    private long lastCpuMoveNs = System.nanoTime() - 1_000_000_000L;
 
     /**
      * Moves the collective thread off {@code cpu}, which a peer it waits for also waits on, when the process has
@@ -1087,13 +1115,11 @@ final class Engine {
             return false;
         }
         if (cpuMoves++ == 0) {
-            io.jccl.collectives.internal.Log.get().info(rank, io.jccl.collectives.internal.Log.Subsys.INIT, "rank " + rank + " shared CPU " + cpu
-                + " with the rank it waits for: moved to another CPU (the scheduler keeps it from then on)");
+            Log.get().info(rank, Log.Subsys.INIT, "rank " + rank + " shared CPU " + cpu + " with the rank it waits for: "
+                + "moved to another CPU (the scheduler keeps it from then on)");
         }
         return true;
     }
-
-    private long lastCpuMoveNs = System.nanoTime() - 1_000_000_000L;
 
     /** Largest all-reduce (bytes) that travels inline in the arrival records. */
     static final long INLINE_BYTES = Transport.INLINE_BYTES;
@@ -1148,7 +1174,7 @@ final class Engine {
         }
         zeroCopyId = comm.allocationId(in);
         zeroCopyOffset = comm.lastAllocationOffset;
-        if (size == 2 && !overlaps(in, out, count * es)) {
+        if (size == 2 && disjoint(in, out, count * es)) {
             pairAllReduce(sig, in, out, count, type, op);
             return;
         }
@@ -1189,14 +1215,6 @@ final class Engine {
             }
         }
         java.util.Arrays.fill(sources, null);
-    }
-
-    /** Whether {@code bytes} from the start of {@code a} and {@code b} share any byte (false for heap segments). */
-    private static boolean overlaps(MemorySegment a, MemorySegment b, long bytes) {
-        if (!a.isNative() || !b.isNative()) {
-            return a.heapBase().isPresent() && a.heapBase().equals(b.heapBase());
-        }
-        return a.address() < b.address() + bytes && b.address() < a.address() + bytes;
     }
 
     /**
