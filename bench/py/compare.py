@@ -311,7 +311,7 @@ def report(h, a, t_start):
       f"(order reversed every other round). Cells: median over rounds of each run's median block time "
       f"(mpi_coll.c method: warm-up 3, estimate 5, iters = {a.target} s / estimate, {a.blocks} blocks, block time = "
       f"MAX over ranks), `[min–max]` over rounds. JCCL ranks first run each case at least 20000 times "
-      f"and at least {a.jit_warmup} s, stopping at {a.jit_warmup} s ({10 * a.jit_warmup:.1f} s up to 64 KiB), then idle 0.25 s together "
+      f"and at least {a.jit_warmup} s, stopping at {a.jit_warmup} s ({10 * a.jit_warmup:.1f} s up to 64 KiB), then idle together until the JIT has compiled nothing for 0.1 s (0.25–3 s) "
       f"(JIT warm-up, and its queued compilations done; `--jit-warmup 0` = none). GB/s = 1e9 B/s. busbw = nccl-tests factor × bytes / median time "
       f"(allreduce 2(n−1)/n, allgather (n−1)/n, broadcast 1); allgather size = total output. Ratios > 1 mean JCCL is "
       f"better (busbw ratio = peer time / JCCL time).\n")

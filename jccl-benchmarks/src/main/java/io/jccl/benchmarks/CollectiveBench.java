@@ -287,7 +287,7 @@ public final class CollectiveBench {
         try (BenchBackend comm = BenchBackend.fromEnvironment()) {
             if (comm.rank() == 0 && jitWarmup > 0) {
                 System.out.printf(Locale.ROOT, "# JIT warm-up: each case runs at least %d ops and at least %.2f s, "
-                    + "stopping at %.2f s (%.1f s up to 64 KiB), then 0.25 s idle, before mpi_coll.c's method%n",
+                    + "stopping at %.2f s (%.1f s up to 64 KiB), then idle until the JIT is quiet (0.25-3 s), before mpi_coll.c's method%n",
                     WARMUP_OPS, jitWarmup, jitWarmup, 10 * jitWarmup);
             }
             status = run(comm, impl, spec, blocks, target, jitWarmup);
