@@ -125,26 +125,16 @@ public final class CollectiveBench {
             if (jitWarmupSeconds > 0) {
                 warmUp(comm, op, c.bytes(), jitWarmupSeconds);
             }
-            for (int i = 0; i < 3; i++) {
-                op.run();
-            }
+            timeOps(op, 3);
             comm.barrier();
-            long t0 = System.nanoTime();
-            for (int i = 0; i < 5; i++) {
-                op.run();
-            }
-            double est = (System.nanoTime() - t0) * 1e-9 / 5;
+            double est = timeOps(op, 5) / 5;
             double gest = comm.maxOverRanks(est);
             long iters = (long) (target / (gest > 1e-9 ? gest : 1e-9));
             iters = Math.max(3, Math.min(iters, 20000));
             double[] res = new double[blocks];
             for (int b = 0; b < blocks; b++) {
                 comm.barrier();
-                t0 = System.nanoTime();
-                for (long i = 0; i < iters; i++) {
-                    op.run();
-                }
-                double t = (System.nanoTime() - t0) * 1e-9 / iters;
+                double t = timeOps(op, iters) / iters;
                 res[b] = comm.maxOverRanks(t);
             }
             String bad = check(c.op(), rank, n, sb, rb, count);
@@ -185,11 +175,11 @@ public final class CollectiveBench {
         double spent = 0;
         long ops = 0;
         while (spent < cap && (ops < WARMUP_OPS || spent < seconds)) {
-            long t0 = System.nanoTime();
-            for (int i = 0; i < 5; i++) {
-                op.run();
-            }
-            double est = comm.maxOverRanks((System.nanoTime() - t0) * 1e-9 / 5);
+            // The same calls as a timed block (barrier, timeOps, MAX over ranks), so that the code the blocks run is
+            // what the JIT compiles here: a path first taken inside the timed blocks (the barrier's, say) traps out
+            // of compiled code and is recompiled there, on the core of a spinning rank.
+            comm.barrier();
+            double est = comm.maxOverRanks(timeOps(op, 5) / 5);
             spent += 5 * est;
             ops += 5;
             double left = cap - spent;
@@ -198,18 +188,28 @@ public final class CollectiveBench {
             }
             double wanted = Math.max(WARMUP_OPS - ops, 0.5 * (seconds - spent) / Math.max(est, 1e-9));
             long n = (long) Math.max(1, Math.min(wanted, 0.5 * left / Math.max(est, 1e-9)));
-            t0 = System.nanoTime();
-            for (long i = 0; i < n; i++) {
-                op.run();
-            }
+            comm.barrier();
             ops += n;
-            spent += comm.maxOverRanks((System.nanoTime() - t0) * 1e-9);
+            spent += comm.maxOverRanks(timeOps(op, n));
         }
         // Idle a moment, together, so the compilations the warm-up queued finish before the timed blocks: with as
         // many ranks as cores, a compiler thread that wakes inside a block takes a spinning rank's core.
         comm.barrier();
         settle();
         comm.barrier();
+    }
+
+    /**
+     * Runs {@code op} {@code n} times and returns the elapsed seconds. The warm-up and every timed loop go through
+     * this one method, so the loop the blocks time is already compiled (an own loop in the caller would be
+     * compiled on stack, inside the first timed block).
+     */
+    static double timeOps(Runnable op, long n) {
+        long t0 = System.nanoTime();
+        for (long i = 0; i < n; i++) {
+            op.run();
+        }
+        return (System.nanoTime() - t0) * 1e-9;
     }
 
     /** How long ranks idle after a case's JIT warm-up, at least. */
