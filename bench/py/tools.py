@@ -234,7 +234,7 @@ class Tools:
         if "coll" in a.parts:
             A("### nccl-tests format, 2 ranks on one host\n")
             A(f"JCCL: `./jccl tests TEST --np 2 {' '.join(self.nccl_flags())}` (shm0; the JCCL-only JIT warm-up pass "
-              f"`--jit_warmup 2000` and 0.25 s idle run before the table; one untimed launch before the rounds trains the "
+              f"`--jit_warmup 20000`: the whole table once, unmeasured, then idle until the JIT is quiet; one untimed launch before the rounds trains the "
               f"ranks' AOT cache). Open MPI: `mpirun -np 2 --mca pml ob1 --mca btl "
               f"self,vader bench/.work/bin/mpi_nccl_tests TEST` with the same flags (bench/c/mpi_nccl_tests.c: "
               f"nccl-tests' loop and table around MPI_Allreduce / MPI_Allgather / MPI_Bcast, MPI_IN_PLACE for "

@@ -195,7 +195,7 @@ public final class CollectiveBench {
         // Idle a moment, together, so the compilations the warm-up queued finish before the timed blocks: with as
         // many ranks as cores, a compiler thread that wakes inside a block takes a spinning rank's core.
         comm.barrier();
-        settle();
+        io.jccl.tools.JitSettle.await();
         comm.barrier();
     }
 
@@ -210,36 +210,6 @@ public final class CollectiveBench {
             op.run();
         }
         return (System.nanoTime() - t0) * 1e-9;
-    }
-
-    /** How long ranks idle after a case's JIT warm-up, at least. */
-    static final long SETTLE_MS = 250;
-    /** How long ranks idle after a case's JIT warm-up, at most (while the JIT keeps compiling). */
-    static final long SETTLE_MAX_MS = 3000;
-
-    /**
-     * Idles at least {@link #SETTLE_MS}, then until this JVM's JIT has compiled nothing for 100 ms (at most
-     * {@link #SETTLE_MAX_MS}): with as many ranks as cores, compiler threads only run when a spinning rank is
-     * preempted, so the compilations a warm-up queued can still be running a quarter second later, inside the
-     * timed blocks (a fresh JVM's first case measured 1.8-4.4 us per 8-byte all-reduce, later cases 0.17-0.5).
-     */
-    static void settle() {
-        var jit = java.lang.management.ManagementFactory.getCompilationMXBean();
-        boolean monitored = jit != null && jit.isCompilationTimeMonitoringSupported();
-        long start = System.nanoTime();
-        long last = monitored ? jit.getTotalCompilationTime() : 0;
-        int quiet = 0;
-        try {
-            Thread.sleep(SETTLE_MS);
-            while (monitored && quiet < 2 && System.nanoTime() - start < SETTLE_MAX_MS * 1_000_000L) {
-                Thread.sleep(50);
-                long now = jit.getTotalCompilationTime();
-                quiet = now == last ? quiet + 1 : 0;
-                last = now;
-            }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
     }
 
     /** Checks every element of the result; returns a description of the first mismatch, or null. */

@@ -61,8 +61,8 @@ public final class TestsCommand implements Callable<Integer> {
 
     @Option(names = "--jit_warmup", paramLabel = "N", description = "JCCL addition: before the table, run every size "
         + "and placement N unmeasured times (fewer for large sizes, at most 256 MiB moved per size) so the JIT has "
-        + "compiled the collective path before anything is timed; 0 = off, as nccl-tests (default 2000)")
-    int jitWarmup = 2000;
+        + "compiled the collective path before anything is timed; 0 = off, as nccl-tests (default 20000)")
+    int jitWarmup = 20000;
 
     @Option(names = {"-c", "--check"}, paramLabel = "0|1", description = "check results (default 1)")
     int check = 1;
@@ -214,86 +214,52 @@ public final class TestsCommand implements Callable<Integer> {
         }
         printDevices(comm, print);
         long jitStartNs = System.nanoTime();
-        int jitRuns = jitWarmUp(comm, coll, sizes, sendBuffer, recvBuffer);
+        long settledMs = 0;
+        int jitRuns = 0;
+        if (jitWarmup > 0) {
+            // The whole table once, unmeasured and unprinted, with fewer runs per size: every path the table takes
+            // (the timed loop, barrier, the double and long all-reduces of the bookkeeping, the check, formatting a
+            // row) is compiled before the first timed row. A path first taken inside the timed rows trapped out of
+            // compiled code and was recompiled there, on the core of a spinning rank: rows of 200 runs measured
+            // means of 50-220 us where their own sizes take 0.2-1 us.
+            Sweep warm = new Sweep(comm, kind, coll, type, op, sendBuffer, recvBuffer);
+            for (long size : sizes) {
+                int count = jitRunsFor(coll.sizeBytes(coll.blockCount(size)), jitWarmup);
+                warm.row(size, count);
+                jitRuns += 2 * count;
+            }
+        }
         if (jitRuns > 0) {
             // Idle a moment, together, so the compilations the warm-up queued finish now: on a machine with as many
             // cores as ranks, a compiler thread that wakes in a timed loop takes a spinning rank's core.
             comm.barrier();
-            try {
-                Thread.sleep(JIT_SETTLE_MS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
+            settledMs = io.jccl.tools.JitSettle.await();
             comm.barrier();
         }
         if (print) {
             if (jitWarmup > 0) {
-                out.printf(Locale.ROOT, "# JIT warm-up: %d unmeasured runs over all sizes, then %d ms idle, in %.1f s (--jit_warmup %d)%n",
-                    jitRuns, JIT_SETTLE_MS, (System.nanoTime() - jitStartNs) / 1e9, jitWarmup);
+                out.printf(Locale.ROOT, "# JIT warm-up: %d unmeasured runs over all sizes, then %d ms idle (until the JIT "
+                    + "was quiet), in %.1f s (--jit_warmup %d)%n", jitRuns, settledMs, (System.nanoTime() - jitStartNs) / 1e9,
+                    jitWarmup);
             }
             out.print(CollectiveReport.header());
             out.flush();
         }
-        long totalWrong = 0;
-        double busSum = 0;
-        int busCount = 0;
-        List<Object> jsonRows = new ArrayList<>();
-        java.util.Set<String> algorithms = new java.util.LinkedHashSet<>();
-        List<BusBandwidthPlot.Point> outOfPlacePoints = new ArrayList<>();
-        List<BusBandwidthPlot.Point> inPlacePoints = new ArrayList<>();
+        Sweep table = new Sweep(comm, kind, coll, type, op, sendBuffer, recvBuffer);
         for (long size : sizes) {
-            long block = coll.blockCount(size);
-            if (block == 0) {
-                continue;
-            }
-            Map<String, Object> jsonRow = new LinkedHashMap<>();
-            jsonRow.put("size", coll.sizeBytes(block));
-            jsonRow.put("count", coll.sizeBytes(block) / type.sizeBytes());
-            jsonRow.put("type", CollectiveReport.typeName(type));
-            jsonRow.put("redop", coll.reduces() ? op.shortName() : "none");
-            jsonRow.put("root", coll.rooted() ? root : -1);
-            String algorithm = algorithmOf(comm, kind, coll.sizeBytes(block));
-            jsonRow.put("algorithm", algorithm);
-            algorithms.add(algorithm);
-            StringBuilder row = new StringBuilder(CollectiveReport.rowStart(coll.sizeBytes(block),
-                coll.sizeBytes(block) / type.sizeBytes(), CollectiveReport.typeName(type),
-                coll.reduces() ? op.shortName() : "none", coll.rooted() ? root : -1));
-            for (boolean inPlace : new boolean[] {false, true}) {
-                MemorySegment send = coll.send(sendBuffer, recvBuffer, block, inPlace);
-                MemorySegment recv = coll.recv(recvBuffer, block, inPlace);
-                runs(comm, coll, send, recv, block, warmup);
-                comm.barrier();
-                double timeUs = combineTime(runs(comm, coll, send, recv, block, iterations) / 1e3 / iterations, comm);
-                String wrong = "N/A";
-                if (check != 0) {
-                    recvBuffer.asSlice(0, bufferBytes).fill((byte) 0);
-                    coll.initialize(send, block);
-                    coll.run(comm, send, recv, block);
-                    long w = sumOverRanks(coll.check(recv, block), comm);
-                    totalWrong += w;
-                    wrong = Long.toString(w);
-                }
-                double seconds = timeUs / 1e6;
-                double algbw = BusBandwidth.algorithmBandwidth(coll.sizeBytes(block), seconds);
-                double busbw = algbw * kind.factor(n);
-                busSum += busbw;
-                busCount++;
-                row.append(CollectiveReport.placement(timeUs, algbw, busbw, wrong));
-                Map<String, Object> placement = new LinkedHashMap<>();
-                placement.put("time_us", timeUs);
-                placement.put("algbw_GBps", algbw);
-                placement.put("busbw_GBps", busbw);
-                placement.put("wrong", check != 0 ? Long.parseLong(wrong) : null);
-                jsonRow.put(inPlace ? "in_place" : "out_of_place", placement);
-                (inPlace ? inPlacePoints : outOfPlacePoints).add(new BusBandwidthPlot.Point(coll.sizeBytes(block),
-                    busbw));
-            }
-            if (print) {
+            String row = table.row(size, iterations);
+            if (print && row != null) {
                 out.println(row);
                 out.flush();
             }
-            jsonRows.add(jsonRow);
         }
+        long totalWrong = table.totalWrong;
+        List<Object> jsonRows = table.jsonRows;
+        java.util.Set<String> algorithms = table.algorithms;
+        List<BusBandwidthPlot.Point> outOfPlacePoints = table.outOfPlacePoints;
+        List<BusBandwidthPlot.Point> inPlacePoints = table.inPlacePoints;
+        double busSum = table.busSum;
+        int busCount = table.busCount;
         double avgBusBw = busCount == 0 ? 0 : busSum / busCount;
         if (print) {
             out.print(CollectiveReport.footer(totalWrong, avgBusBw));
@@ -345,29 +311,87 @@ public final class TestsCommand implements Callable<Integer> {
     }
 
     /**
-     * The unmeasured pass over every size and placement ({@code --jit_warmup}); returns how many runs it made. The
-     * count per size is a pure function of the size, so every rank makes the same calls.
+     * The rows of one table: measures a size's out-of-place and in-place placements as nccl-tests does and formats
+     * the row, accumulating the totals, the JSON rows and the plot points. The JIT warm-up pass runs a whole
+     * throw-away sweep first (fewer runs per size), so that the table's code paths are compiled before it.
      */
-    private int jitWarmUp(Communicator comm, CollectiveTest coll, List<Long> sizes, MemorySegment sendBuffer,
-                          MemorySegment recvBuffer) {
-        int total = 0;
-        for (long size : sizes) {
-            long block = coll.blockCount(size);
-            if (block == 0 || jitWarmup <= 0) {
-                continue;
-            }
-            int count = jitRunsFor(coll.sizeBytes(block), jitWarmup);
-            for (boolean inPlace : new boolean[] {false, true}) {
-                runs(comm, coll, coll.send(sendBuffer, recvBuffer, block, inPlace), coll.recv(recvBuffer, block,
-                    inPlace), block, count);
-                total += count;
-            }
-        }
-        return total;
-    }
+    private final class Sweep {
+        private final Communicator comm;
+        private final BusBandwidth kind;
+        private final CollectiveTest coll;
+        private final DataType type;
+        private final ReduceOp op;
+        private final MemorySegment sendBuffer;
+        private final MemorySegment recvBuffer;
+        long totalWrong;
+        double busSum;
+        int busCount;
+        final List<Object> jsonRows = new ArrayList<>();
+        final java.util.Set<String> algorithms = new java.util.LinkedHashSet<>();
+        final List<BusBandwidthPlot.Point> outOfPlacePoints = new ArrayList<>();
+        final List<BusBandwidthPlot.Point> inPlacePoints = new ArrayList<>();
 
-    /** How long the ranks idle after the JIT warm-up pass, for the background compilations to finish. */
-    private static final long JIT_SETTLE_MS = 250;
+        Sweep(Communicator comm, BusBandwidth kind, CollectiveTest coll, DataType type, ReduceOp op,
+              MemorySegment sendBuffer, MemorySegment recvBuffer) {
+            this.comm = comm;
+            this.kind = kind;
+            this.coll = coll;
+            this.type = type;
+            this.op = op;
+            this.sendBuffer = sendBuffer;
+            this.recvBuffer = recvBuffer;
+        }
+
+        /** Measures one size with {@code iterations} timed runs per placement; returns its row (null: no row). */
+        String row(long size, int iterations) {
+            long block = coll.blockCount(size);
+            if (block == 0) {
+                return null;
+            }
+            long bytes = coll.sizeBytes(block);
+            Map<String, Object> jsonRow = new LinkedHashMap<>();
+            jsonRow.put("size", bytes);
+            jsonRow.put("count", bytes / type.sizeBytes());
+            jsonRow.put("type", CollectiveReport.typeName(type));
+            jsonRow.put("redop", coll.reduces() ? op.shortName() : "none");
+            jsonRow.put("root", coll.rooted() ? root : -1);
+            String algorithm = algorithmOf(comm, kind, bytes);
+            jsonRow.put("algorithm", algorithm);
+            algorithms.add(algorithm);
+            StringBuilder row = new StringBuilder(CollectiveReport.rowStart(bytes, bytes / type.sizeBytes(),
+                CollectiveReport.typeName(type), coll.reduces() ? op.shortName() : "none", coll.rooted() ? root : -1));
+            for (boolean inPlace : new boolean[] {false, true}) {
+                MemorySegment send = coll.send(sendBuffer, recvBuffer, block, inPlace);
+                MemorySegment recv = coll.recv(recvBuffer, block, inPlace);
+                runs(comm, coll, send, recv, block, warmup);
+                comm.barrier();
+                double timeUs = combineTime(runs(comm, coll, send, recv, block, iterations) / 1e3 / iterations, comm);
+                String wrong = "N/A";
+                if (check != 0) {
+                    recvBuffer.fill((byte) 0);
+                    coll.initialize(send, block);
+                    coll.run(comm, send, recv, block);
+                    long w = sumOverRanks(coll.check(recv, block), comm);
+                    totalWrong += w;
+                    wrong = Long.toString(w);
+                }
+                double algbw = BusBandwidth.algorithmBandwidth(bytes, timeUs / 1e6);
+                double busbw = algbw * kind.factor(comm.size());
+                busSum += busbw;
+                busCount++;
+                row.append(CollectiveReport.placement(timeUs, algbw, busbw, wrong));
+                Map<String, Object> placement = new LinkedHashMap<>();
+                placement.put("time_us", timeUs);
+                placement.put("algbw_GBps", algbw);
+                placement.put("busbw_GBps", busbw);
+                placement.put("wrong", check != 0 ? Long.parseLong(wrong) : null);
+                jsonRow.put(inPlace ? "in_place" : "out_of_place", placement);
+                (inPlace ? inPlacePoints : outOfPlacePoints).add(new BusBandwidthPlot.Point(bytes, busbw));
+            }
+            jsonRows.add(jsonRow);
+            return row.toString();
+        }
+    }
 
     /** JIT warm-up runs for one size: {@code limit}, capped so that at most 256 MiB move per size (at least 1). */
     static int jitRunsFor(long sizeBytes, int limit) {

@@ -122,7 +122,7 @@ public final class ShmFiles {
             StandardOpenOption.READ, StandardOpenOption.WRITE), OWNER_ONLY)) {
             OWNED.add(path);
             // Mapping READ_WRITE beyond the end grows the file; tmpfs allocates pages lazily, zero-filled.
-            return channel.map(FileChannel.MapMode.READ_WRITE, 0, size, arena);
+            return plainNative(channel.map(FileChannel.MapMode.READ_WRITE, 0, size, arena));
         } catch (IOException | RuntimeException e) {
             delete(path);
             throw new VerbsException(VerbsException.Reason.NO_RESOURCES,
@@ -144,8 +144,20 @@ public final class ShmFiles {
             if (size < minSize) {
                 throw new IOException(path + " has " + size + " bytes, expected at least " + minSize);
             }
-            return channel.map(FileChannel.MapMode.READ_WRITE, 0, size, arena);
+            return plainNative(channel.map(FileChannel.MapMode.READ_WRITE, 0, size, arena));
         }
+    }
+
+    /**
+     * The same memory, same arena, as a plain native segment instead of the mapped-file kind. Why: the hot paths
+     * (collectives' kernels, barriers, copies) see these segments next to {@code Arena.allocate()} ones, and two
+     * implementation classes at one call site or array store defeat the JIT's type speculation. Measured: each
+     * new mix trapped out of compiled code ({@code array_check}, {@code class_check}) and was recompiled inside
+     * timed loops, one cause of nccl-tests rows of 200 runs with means of 50-220 us where 0.2-1 us was normal.
+     * Nothing here uses the mapped-file methods ({@code force}, {@code load}: tmpfs has no backing store).
+     */
+    static MemorySegment plainNative(MemorySegment mapped) {
+        return mapped.reinterpret(mapped.byteSize());
     }
 
     /** Removes a file (quietly when it is already gone) and forgets it. */
