@@ -249,6 +249,15 @@ final class Engine {
         boolean waited = false;
         int yields = 0;
         try {
+            // Sends go out before the first poll: that poll would otherwise flush the ACK a transport may be
+            // holding back for this rank's next message to carry (tcp: one write instead of two per exchange;
+            // measured 63 000 standalone ACKs against 16 carried in a 2-rank 8-byte all-reduce run).
+            for (int i = 0; i < n; i++) {
+                Xfer x = xfers[i];
+                if (x.send && !x.finished && !blocked(i)) {
+                    pumpSend(x);
+                }
+            }
             while (true) {
                 int work = t.poll();
                 boolean allDone = true;
