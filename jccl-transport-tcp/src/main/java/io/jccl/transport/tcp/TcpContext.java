@@ -36,6 +36,8 @@ final class TcpContext extends AbstractContext implements TcpEngine.Handler {
     final TcpSettings settings;
     final InetSocketAddress advertised;
     final String interfaceName;
+    /** TCP_NOTSENT_LOWAT of this context's non-loopback connections, 0 for none ({@link TcpSettings#notSentLowatBytes}). */
+    final int notSentLowatBytes;
     private final ServerSocketChannel listener;
     private final TcpEngine[] engines;
     private final AtomicInteger nextEngine = new AtomicInteger();
@@ -62,6 +64,7 @@ final class TcpContext extends AbstractContext implements TcpEngine.Handler {
             ifname = choice.interfaceName();
         }
         this.interfaceName = ifname;
+        this.notSentLowatBytes = TcpSettings.notSentLowatBytes(isVirtualInterface(bindAddress));
         ServerSocketChannel server = null;
         TcpEngine[] started = new TcpEngine[settings.threads()];
         try {
@@ -118,6 +121,24 @@ final class TcpContext extends AbstractContext implements TcpEngine.Handler {
 
     TcpEngine nextEngine() {
         return engines[Math.floorMod(nextEngine.getAndIncrement(), engines.length)];
+    }
+
+    /**
+     * Whether {@code address} belongs to a virtual, non-loopback interface (veth, bridge, macvlan...): one whose
+     * sysfs node lies under /sys/devices/virtual, not under a bus. False when unknown.
+     */
+    static boolean isVirtualInterface(InetAddress address) {
+        try {
+            java.net.NetworkInterface ni = java.net.NetworkInterface.getByInetAddress(address);
+            if (ni == null || ni.isLoopback()) {
+                return false;
+            }
+            java.nio.file.Path node = java.nio.file.Path.of("/sys/class/net", ni.getName());
+            return java.nio.file.Files.isSymbolicLink(node)
+                && java.nio.file.Files.readSymbolicLink(node).toString().contains("/devices/virtual/");
+        } catch (IOException | RuntimeException e) {
+            return false;
+        }
     }
 
     /** Applies the socket options every connection gets. */

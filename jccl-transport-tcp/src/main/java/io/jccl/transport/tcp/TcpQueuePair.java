@@ -460,8 +460,22 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         b.putInt(Math.max(1, maxDestRdAtomic)).putInt(0).putLong(0);
     }
 
+    /** Whether the context's TCP_NOTSENT_LOWAT was set on this connection's socket (diagnostics, tests). */
+    volatile boolean notSentLowatSet;
+
     private void connectionUp() {
         conn = C_UP;
+        SocketChannel ch = channel;
+        if (tcp.notSentLowatBytes > 0 && ch != null) {
+            try {
+                if (ch.getRemoteAddress() instanceof java.net.InetSocketAddress remote
+                    && !remote.getAddress().isLoopbackAddress()) {
+                    notSentLowatSet = SocketTuning.setNotSentLowat(ch, tcp.notSentLowatBytes);
+                }
+            } catch (IOException e) {
+                // the connection is failing; its I/O reports that
+            }
+        }
         long now = System.nanoTime();
         lastRxNs = now;
         lastTxNs = now;
