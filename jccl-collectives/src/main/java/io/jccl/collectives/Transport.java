@@ -62,7 +62,7 @@ final class Transport implements AutoCloseable {
      * Largest inline send (header + payload) the QPs are created for, below the device's max_inline_data: every
      * send slot of a QP reserves this much (72 slots per peer by default).
      */
-    static final int INLINE_MAX = 1024;
+    static final int INLINE_MAX = 2048;
     static final int CONTROL_BYTES = 4096;
     /** Control block: status (0 running, 1 aborted/failed). */
     static final long CTRL_STATUS = 8;

@@ -18,8 +18,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * queue bounds how many are outstanding, credits ride on data chunks, and closing drains what is left.
  */
 class TcpMessagePathTest {
-    /** Element counts (float32) around the inline limit: 248 floats + 32-byte header = 1024 B, 249 is one over. */
-    private static final int[] COUNTS = {1, 2, 7, 64, 248, 249, 1000, 2};
+    /** Element counts (float32) around the inline limit: 504 floats + 32-byte header = 2048 B, 505 is one over. */
+    private static final int[] COUNTS = {1, 2, 7, 64, 504, 505, 1000, 2};
 
     private static CommunicatorOptions tcp() {
         return CommunicatorOptions.defaults().withTransports("tcp0").withShmDisabled(true)
@@ -116,7 +116,7 @@ class TcpMessagePathTest {
         Ranks.run(2, tcp(), c -> {
             Transport t = c.transport();
             Peer p = t.peers[1 - c.rank()];
-            assertEquals(Transport.INLINE_MAX, p.device.inlineBytes, "tcp0 offers 1024 bytes inline");
+            assertEquals(Transport.INLINE_MAX, p.device.inlineBytes, "tcp0 offers 2048 bytes inline");
             assertTrue(t.copiedAtPost(p, 0));
             assertTrue(t.copiedAtPost(p, 8));
             assertTrue(t.copiedAtPost(p, Transport.INLINE_MAX - Signature.BYTES));

@@ -13,8 +13,14 @@ import java.nio.channels.SocketChannel;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.function.Consumer;
 
 /**
  * Socket options Java does not offer ({@code TCP_NOTSENT_LOWAT}), set on a connected {@link SocketChannel}'s file
@@ -54,8 +60,11 @@ final class SocketTuning {
      * bytes queued but not yet sent, and a non-blocking write takes no more. Returns whether it was set.
      */
     static boolean setNotSentLowat(SocketChannel channel, int bytes) {
-        int fd = descriptorOf(channel);
-        if (fd < 0 || Calls.SETSOCKOPT == null) {
+        return setNotSentLowat(channel, descriptorOf(channel), bytes);
+    }
+
+    private static boolean setNotSentLowat(SocketChannel channel, int fd, int bytes) {
+        if (fd < 0 || Calls.SETSOCKOPT == null || !channel.isOpen()) {
             return false;
         }
         try (Arena arena = Arena.ofConfined()) {
@@ -67,64 +76,141 @@ final class SocketTuning {
         }
     }
 
+    /** A channel waiting for its option, and who hears whether it was set. */
+    private record Request(SocketChannel channel, int bytes, Consumer<Boolean> done) {
+    }
+
+    private static final LinkedBlockingQueue<Request> PENDING = new LinkedBlockingQueue<>();
+    private static boolean tunerStarted;
+
+    /**
+     * {@link #setNotSentLowat} on a daemon thread, {@code done} told the outcome there. Why not on the caller's
+     * (a progress thread bringing a connection up): finding a descriptor reads the whole socket table and every
+     * entry of /proc/self/fd, which for hundreds of connections made each connection's setup slow enough for
+     * peers to time out; the tuning thread handles whatever has queued up with one read of each.
+     */
+    static void setNotSentLowatLater(SocketChannel channel, int bytes, Consumer<Boolean> done) {
+        synchronized (SocketTuning.class) {
+            if (!tunerStarted) {
+                tunerStarted = true;
+                Thread.ofPlatform().daemon().name("jccl-tcp-tuning").start(SocketTuning::tune);
+            }
+        }
+        PENDING.add(new Request(channel, bytes, done));
+    }
+
+    private static void tune() {
+        List<Request> batch = new ArrayList<>();
+        while (true) {
+            try {
+                batch.add(PENDING.take());
+            } catch (InterruptedException e) {
+                return;
+            }
+            PENDING.drainTo(batch);
+            List<SocketChannel> channels = new ArrayList<>(batch.size());
+            for (Request r : batch) {
+                channels.add(r.channel());
+            }
+            int[] fds = descriptorsOf(channels);
+            for (int i = 0; i < batch.size(); i++) {
+                Request r = batch.get(i);
+                boolean set = setNotSentLowat(r.channel(), fds[i], r.bytes());
+                try {
+                    r.done().accept(set);
+                } catch (RuntimeException e) {
+                    // a listener's failure must not stop the tuning of other connections
+                }
+            }
+            batch.clear();
+        }
+    }
+
     /** The file descriptor of a connected channel, or -1 when it cannot be found. */
     static int descriptorOf(SocketChannel channel) {
+        return descriptorsOf(List.of(channel))[0];
+    }
+
+    /**
+     * The file descriptors of connected channels (-1 where one cannot be found), with one read of the socket
+     * tables and of /proc/self/fd for all of them.
+     */
+    static int[] descriptorsOf(List<SocketChannel> channels) {
+        int[] fds = new int[channels.size()];
+        Arrays.fill(fds, -1);
         try {
-            if (!(channel.getLocalAddress() instanceof InetSocketAddress local)
-                || !(channel.getRemoteAddress() instanceof InetSocketAddress remote)) {
-                return -1;
+            Map<String, Long> inodes = new HashMap<>();
+            readSocketTable(Path.of("/proc/net/tcp"), inodes);
+            readSocketTable(Path.of("/proc/net/tcp6"), inodes);
+            Map<Long, Integer> wanted = new HashMap<>();
+            long[] inodeOf = new long[channels.size()];
+            for (int i = 0; i < channels.size(); i++) {
+                inodeOf[i] = inodeOf(channels.get(i), inodes);
+                if (inodeOf[i] > 0) {
+                    wanted.put(inodeOf[i], -1);
+                }
             }
-            long inode = inodeOf(local, remote);
-            if (inode <= 0) {
-                return -1;
+            if (wanted.isEmpty()) {
+                return fds;
             }
-            String target = "socket:[" + inode + "]";
-            try (DirectoryStream<Path> fds = Files.newDirectoryStream(Path.of("/proc/self/fd"))) {
-                for (Path fd : fds) {
+            try (DirectoryStream<Path> entries = Files.newDirectoryStream(Path.of("/proc/self/fd"))) {
+                for (Path fd : entries) {
                     try {
-                        if (Files.readSymbolicLink(fd).toString().equals(target)) {
-                            return Integer.parseInt(fd.getFileName().toString());
+                        String target = Files.readSymbolicLink(fd).toString();
+                        if (target.startsWith("socket:[") && target.endsWith("]")) {
+                            long inode = Long.parseLong(target, 8, target.length() - 1, 10);
+                            if (wanted.containsKey(inode)) {
+                                wanted.put(inode, Integer.parseInt(fd.getFileName().toString()));
+                            }
                         }
                     } catch (IOException | NumberFormatException e) {
                         // closed meanwhile, or not a descriptor: go on
                     }
                 }
             }
+            for (int i = 0; i < fds.length; i++) {
+                if (inodeOf[i] > 0) {
+                    fds[i] = wanted.get(inodeOf[i]);
+                }
+            }
         } catch (IOException | RuntimeException e) {
-            return -1;
+            // leave the rest at -1
         }
-        return -1;
+        return fds;
     }
 
-    /**
-     * The socket inode of the TCP connection {@code local}-{@code remote}, or -1. An IPv4 connection is in
-     * /proc/net/tcp when its socket is AF_INET, and in /proc/net/tcp6 (v4-mapped) when it is a dual-stack AF_INET6
-     * socket, as Java's are by default: both tables are searched.
-     */
-    static long inodeOf(InetSocketAddress local, InetSocketAddress remote) throws IOException {
+    /** The socket inode of a connected channel from the tables' entries ("local remote" -> inode), or -1. */
+    private static long inodeOf(SocketChannel channel, Map<String, Long> inodes) throws IOException {
+        if (!(channel.getLocalAddress() instanceof InetSocketAddress local)
+            || !(channel.getRemoteAddress() instanceof InetSocketAddress remote)) {
+            return -1;
+        }
+        // An IPv4 connection is in /proc/net/tcp when its socket is AF_INET, and in /proc/net/tcp6 (v4-mapped)
+        // when it is a dual-stack AF_INET6 socket, as Java's are by default: try both spellings.
         boolean v4 = local.getAddress() instanceof Inet4Address && remote.getAddress() instanceof Inet4Address;
         if (v4) {
-            long inode = inodeIn(Path.of("/proc/net/tcp"), procAddress(local, false), procAddress(remote, false));
-            if (inode > 0) {
+            Long inode = inodes.get(procAddress(local, false) + " " + procAddress(remote, false));
+            if (inode != null) {
                 return inode;
             }
         }
-        return inodeIn(Path.of("/proc/net/tcp6"), procAddress(local, true), procAddress(remote, true));
+        Long inode = inodes.get(procAddress(local, true) + " " + procAddress(remote, true));
+        return inode != null ? inode : -1;
     }
 
-    private static long inodeIn(Path table, String wantLocal, String wantRemote) throws IOException {
+    /** Adds a /proc/net/tcp[6] table's connections as "local remote" -> inode. */
+    private static void readSocketTable(Path table, Map<String, Long> into) throws IOException {
         if (!Files.isReadable(table)) {
-            return -1;
+            return;
         }
         List<String> lines = Files.readAllLines(table);
         for (int i = 1; i < lines.size(); i++) {
             String[] f = lines.get(i).trim().split("\\s+");
             // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
-            if (f.length > 9 && f[1].equalsIgnoreCase(wantLocal) && f[2].equalsIgnoreCase(wantRemote)) {
-                return Long.parseLong(f[9]);
+            if (f.length > 9) {
+                into.put(f[1].toUpperCase(Locale.ROOT) + " " + f[2].toUpperCase(Locale.ROOT), Long.parseLong(f[9]));
             }
         }
-        return -1;
     }
 
     /**

@@ -30,7 +30,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 final class TcpContext extends AbstractContext implements TcpEngine.Handler {
     /** Largest message: fits the 32-bit length field with room to spare, and one ByteBuffer window. */
     static final long MAX_MESSAGE = 1L << 30;
-    static final int MAX_INLINE = 1024;
+    static final int MAX_INLINE = 2048;
     static final long HANDSHAKE_TIMEOUT_NS = 5_000_000_000L;
 
     final TcpSettings settings;

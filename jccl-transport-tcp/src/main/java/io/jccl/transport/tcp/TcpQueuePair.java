@@ -470,7 +470,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             try {
                 if (ch.getRemoteAddress() instanceof java.net.InetSocketAddress remote
                     && !remote.getAddress().isLoopbackAddress()) {
-                    notSentLowatSet = SocketTuning.setNotSentLowat(ch, tcp.notSentLowatBytes);
+                    SocketTuning.setNotSentLowatLater(ch, tcp.notSentLowatBytes, set -> notSentLowatSet = set);
                 }
             } catch (IOException e) {
                 // the connection is failing; its I/O reports that

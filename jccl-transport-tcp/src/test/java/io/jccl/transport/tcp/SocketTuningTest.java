@@ -62,6 +62,44 @@ class SocketTuningTest {
     }
 
     @Test
+    void shouldTuneManyConnectionsOnTheTuningThread() throws Throwable {
+        assumeTrue(LINUX, "Linux /proc only");
+        int n = 40;
+        try (ServerSocketChannel server = ServerSocketChannel.open()) {
+            server.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
+            java.util.List<SocketChannel> ends = new java.util.ArrayList<>();
+            try {
+                for (int i = 0; i < n; i++) {
+                    ends.add(SocketChannel.open(server.getLocalAddress()));
+                    ends.add(server.accept());
+                }
+                int[] fds = SocketTuning.descriptorsOf(ends);
+                assertEquals(2 * n, java.util.Arrays.stream(fds).filter(fd -> fd >= 0).distinct().count(),
+                    "every end of every connection has its own descriptor");
+                java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(ends.size());
+                java.util.concurrent.atomic.AtomicInteger set = new java.util.concurrent.atomic.AtomicInteger();
+                for (SocketChannel end : ends) {
+                    SocketTuning.setNotSentLowatLater(end, 80 * 1024, ok -> {
+                        if (ok) {
+                            set.incrementAndGet();
+                        }
+                        done.countDown();
+                    });
+                }
+                assertTrue(done.await(30, java.util.concurrent.TimeUnit.SECONDS), "the tuning thread did not finish");
+                assertEquals(ends.size(), set.get());
+                for (int fd : fds) {
+                    assertEquals(80 * 1024, notSentLowat(fd));
+                }
+            } finally {
+                for (SocketChannel end : ends) {
+                    end.close();
+                }
+            }
+        }
+    }
+
+    @Test
     void shouldNotFindAnUnconnectedChannel() throws Exception {
         try (SocketChannel unconnected = SocketChannel.open()) {
             assertEquals(-1, SocketTuning.descriptorOf(unconnected));
