@@ -76,8 +76,20 @@ final class Transport implements AutoCloseable {
     static final long CTRL_REC = 512;
     /** Offset of the signature in an arrival record. */
     static final long REC_SIG = 8;
-    /** Offset of the inline payload in an arrival record. */
+    /** Offset of an inline payload of up to {@link #REC_FIRST_LINE_BYTES} in an arrival record: the flag's line. */
     static final long REC_PAYLOAD = REC_SIG + Signature.BYTES;
+    /** Largest inline payload that shares the cache line of the flag and the signature. */
+    static final long REC_FIRST_LINE_BYTES = 64 - REC_PAYLOAD;
+    /**
+     * Offset of a larger inline payload: the next cache line. At {@link #REC_PAYLOAD} (40) every 64-byte vector
+     * load of the reduction would straddle two lines, and the lines are the peer's, just written.
+     */
+    static final long REC_PAYLOAD_ALIGNED = 64;
+
+    /** Offset of an inline payload of {@code bytes} in an arrival record (both ranks derive it from the size). */
+    static long recordPayload(long bytes) {
+        return bytes <= REC_FIRST_LINE_BYTES ? REC_PAYLOAD : REC_PAYLOAD_ALIGNED;
+    }
     /** Largest inline payload (bytes). */
     static final int INLINE_BYTES = 1024;
     /** Size of one arrival record: 18 cache lines (a multiple of 128 B, so the two never share a line pair). */
