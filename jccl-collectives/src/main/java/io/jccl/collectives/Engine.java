@@ -127,7 +127,33 @@ final class Engine {
     private int gsize;
     private int grank;
     private final long[] sourceOffsets;
+    /** Deadline of the current operation; 0 until it is known (see {@link #deadline()}). */
     long deadlineNs;
+    private long opTimeoutNs;
+    private long opHandle = -1;
+
+    /**
+     * A new operation: its recorder handle, the clock reading at its start (0 when the communicator did not read
+     * the clock for it) and its timeout.
+     */
+    void opBegan(long handle, long nowNs, long timeoutNs) {
+        opHandle = handle;
+        opTimeoutNs = timeoutNs;
+        deadlineNs = nowNs != 0 ? nowNs + timeoutNs : 0;
+    }
+
+    /**
+     * The current operation's deadline; an operation begun without a clock reading gets it now, at its first wait
+     * that outlasted the spin, and the flight recorder starts timing it from here.
+     */
+    long deadline() {
+        if (deadlineNs == 0) {
+            long now = System.nanoTime();
+            deadlineNs = now + opTimeoutNs;
+            comm.flightRecorder().timeFrom(opHandle, now);
+        }
+        return deadlineNs;
+    }
     long directEpoch;
     long directRound;
     private long nextHealthNs;
@@ -169,7 +195,7 @@ final class Engine {
         }
         comm.checkNotAborted();
         long now = System.nanoTime();
-        if (now - deadlineNs > 0) {
+        if (now - deadline() > 0) {
             throw comm.timeout("waiting for " + (active > 0 ? describeWait(active)
                 : waitingPeer >= 0 ? "rank " + waitingPeer + " to reach the barrier of " + waitingSig + " (direct path)"
                 : "progress"));
@@ -943,7 +969,7 @@ final class Engine {
     private MemorySegment peerInput(Peer p, long desc, long half) {
         if (p.control.get(ValueLayout.JAVA_LONG, desc) == 1) {
             peerInputOffset = p.control.get(ValueLayout.JAVA_LONG, desc + 16);
-            return comm.mappedAllocation(p, (int) p.control.get(ValueLayout.JAVA_LONG, desc + 8), deadlineNs);
+            return comm.mappedAllocation(p, (int) p.control.get(ValueLayout.JAVA_LONG, desc + 8), deadline());
         }
         peerInputOffset = half;
         return stagingOf(p.rank);

@@ -60,10 +60,10 @@ public final class FlightRecorder {
     }
 
     /**
-     * Records an operation that starts running now with {@code algo} ({@link #issue} + {@link #start} in one, with
-     * the caller's clock reading) and returns its slot handle. No lock: the communicator calls it only from the
-     * thread holding its turn, so writers never overlap; a concurrent {@link #dump()} may show that one entry
-     * half-written.
+     * Records an operation that starts running now with {@code algo} ({@link #issue} + {@link #start} in one, with the
+     * caller's clock reading, or 0: untimed until {@link #timeFrom}) and returns its slot handle. No lock: the
+     * communicator calls it only from the thread holding its turn, so writers never overlap; a concurrent {@link
+     * #dump()} may show that one entry half-written.
      */
     long begin(long sequence, Collective collective, long elements, DataType dataType, ReduceOp reduceOp,
                int rootOrPeer, String algo, long nowNs) {
@@ -103,14 +103,32 @@ public final class FlightRecorder {
         startedNs[i] = System.nanoTime();
     }
 
-    /** Marks the operation completed or failed (with a short reason). Called by the operation's own thread. */
+    /**
+     * Starts timing an operation begun untimed ({@link #begin} with a zero clock reading) at {@code nowNs}: its
+     * first wait that outlasted the spin. Called by the operation's own thread.
+     */
+    void timeFrom(long handle, long nowNs) {
+        if (handle < 0 || next - handle > capacity) {
+            return;
+        }
+        int i = (int) (handle % capacity);
+        if (startedNs[i] == 0) {
+            issuedNs[i] = nowNs;
+            startedNs[i] = nowNs;
+        }
+    }
+
+    /**
+     * Marks the operation completed or failed (with a short reason), with its end time if it is timed. Called by
+     * the operation's own thread.
+     */
     public void end(long handle, boolean ok, String reason) {
         if (next - handle > capacity) {
             return;
         }
         int i = (int) (handle % capacity);
         state[i] = ok ? State.COMPLETED : State.FAILED;
-        endedNs[i] = System.nanoTime();
+        endedNs[i] = startedNs[i] != 0 ? System.nanoTime() : 0;
         detail[i] = reason;
     }
 
@@ -135,7 +153,11 @@ public final class FlightRecorder {
                 sb.append(" algo=").append(algorithm[i]);
             }
             sb.append(' ').append(state[i]);
-            sb.append(String.format(" issued=+%.3fms", (issuedNs[i] - originNs) / 1e6));
+            if (issuedNs[i] != 0) {
+                sb.append(String.format(" issued=+%.3fms", (issuedNs[i] - originNs) / 1e6));
+            } else {
+                sb.append(" untimed"); // never waited past the spin: not worth two clock readings (Communicator)
+            }
             if (startedNs[i] != 0) {
                 long end = endedNs[i] != 0 ? endedNs[i] : System.nanoTime();
                 sb.append(String.format(" %s=%.1fus", endedNs[i] != 0 ? "took" : "running", (end - startedNs[i]) / 1e3));

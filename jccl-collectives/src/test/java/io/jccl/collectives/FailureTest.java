@@ -224,6 +224,40 @@ class FailureTest {
         }
     }
 
+    /**
+     * Only every Communicator.TIMED_EVERY-th operation reads the clock at its start; the others are timed from their
+     * first wait that outlasts the spin, so an operation that waited for a late peer still shows how long.
+     */
+    @Test
+    void flightRecorderTimesSampledOperationsAndEveryOperationThatWaits() throws Exception {
+        outcomes(2, Ranks.loop(), c -> {
+            int ops = 2 * Communicator.TIMED_EVERY;
+            for (int i = 0; i < ops; i++) {
+                allReduceOnce(c, 2);
+            }
+            // rank 1 arrives 30 ms late: rank 0's all-reduce waits past its spin and is timed from there
+            if (c.rank() == 1) {
+                try {
+                    Thread.sleep(30);
+                } catch (InterruptedException e) {
+                    throw new AssertionError(e);
+                }
+            }
+            allReduceOnce(c, 2);
+            List<String> lines = c.flightRecorder().dump();
+            long timed = lines.stream().limit(ops).filter(l -> l.contains("issued=+")).count();
+            assertTrue(timed >= 2, "no sampled operation among " + ops + ": " + lines);
+            assertTrue(lines.stream().limit(ops).anyMatch(l -> l.contains("untimed") && l.contains("COMPLETED")),
+                String.valueOf(lines));
+            if (c.rank() == 0) {
+                String late = lines.getLast();
+                java.util.regex.Matcher m = java.util.regex.Pattern.compile("took=([0-9.]+)us").matcher(late);
+                assertTrue(m.find(), "the operation that waited is not timed: " + late);
+                assertTrue(Double.parseDouble(m.group(1)) > 10_000, "it waited about 30 ms: " + late);
+            }
+        });
+    }
+
     @Test
     void flightRecorderKeepsTheLastOperations() throws Exception {
         outcomes(2, Ranks.loop(), c -> {
