@@ -228,6 +228,13 @@ public final class TestsCommand implements Callable<Integer> {
                 warm.row(size, count);
                 jitRuns += 2 * count;
             }
+            // Once more, one timed run per row: the untimed code between rows (check, initialisation,
+            // bookkeeping) has now seen every size once and was compiled for the last; its traps on the other
+            // sizes happen here, not in the table.
+            for (long size : sizes) {
+                warm.row(size, 1);
+                jitRuns += 2;
+            }
         }
         if (jitRuns > 0) {
             // Idle a moment, together, so the compilations the warm-up queued finish now: on a machine with as many
