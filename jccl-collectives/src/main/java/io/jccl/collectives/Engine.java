@@ -1283,17 +1283,18 @@ final class Engine {
             long desc = publishInput(zeroCopyId, zeroCopyOffset + base * es, in, base * es, half, n * es);
             directBarrier(sig, first);
             first = false;
-            // rank order, so that both ranks compute bit-identical results
-            sources[rank] = in;
-            sourceOffsets[rank] = base * es;
-            sources[peer] = peerInput(p, desc, half);
-            sourceOffsets[peer] = peerInputOffset;
-            kernels.reduce(type, op, sources, sourceOffsets, 2, out, base * es, n, 2);
+            // rank order, so that both ranks compute bit-identical results; the two-source kernel call (no
+            // array of sources to store into)
+            MemorySegment theirs = peerInput(p, desc, half);
+            if (rank == 0) {
+                kernels.reduce(type, op, in, base * es, theirs, peerInputOffset, out, base * es, n, 2);
+            } else {
+                kernels.reduce(type, op, theirs, peerInputOffset, in, base * es, out, base * es, n, 2);
+            }
             directRound++;
         }
         // the peer may still read this rank's input (or staging half) until it too has reduced
         directBarrier(sig, false);
-        java.util.Arrays.fill(sources, null);
     }
 
     /**

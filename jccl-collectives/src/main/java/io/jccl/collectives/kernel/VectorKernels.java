@@ -46,6 +46,20 @@ final class VectorKernels implements ReduceKernels {
     @Override
     public void reduce(DataType type, ReduceOp op, MemorySegment a, long aOffset, MemorySegment b, long bOffset,
                        MemorySegment dst, long dstOffset, long count, int divisor) {
+        if (type == DataType.FLOAT32 && !(op == ReduceOp.AVG && divisor > 1)) {
+            // Straight to the two-source loop: no array of sources, whose element stores the JIT guards by type
+            // (jccl tests' 64 KiB rows trapped out of Engine.pairAllReduce on such a guard, array_check).
+            ScalarKernels.check(2, count);
+            long bound = count - count % FS.length();
+            f32Pair(op, a, aOffset, b, bOffset, dst, dstOffset, bound);
+            for (long i = bound; i < count; i++) {
+                long x = i * 4;
+                dst.set(ScalarKernels.F32, dstOffset + x, ScalarKernels.combine(op,
+                    a.get(ScalarKernels.F32, aOffset + x), b.get(ScalarKernels.F32,
+                        bOffset + x)));
+            }
+            return;
+        }
         ScalarKernels.Pair p = pairs.get();
         p.segments[0] = a;
         p.segments[1] = b;
