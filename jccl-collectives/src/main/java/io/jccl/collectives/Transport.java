@@ -265,9 +265,7 @@ final class Transport implements AutoCloseable {
         int slot = (int) (p.sent % slots);
         sig.write(p.headers.segment(), (long) slot * Signature.BYTES, length);
         boolean copied = copiedAtPost(p, length);
-        send.wrId(((long) p.rank << 32) | (copied ? WR_SEND_COPIED : WR_SEND)).opcode(SendOpcode.RDMA_WRITE_WITH_IMM)
-            .flags(copied ? SendFlag.SIGNALED | SendFlag.INLINE : SendFlag.SIGNALED)
-            .remote(p.remoteInboxAddress + (long) slot * p.slotBytes, p.remoteInboxRkey)
+        writeWithImmediate(p, copied).remote(p.remoteInboxAddress + (long) slot * p.slotBytes, p.remoteInboxRkey)
             .immediateData((IMM_DATA << 30) | p.pendingCredits);
         send.setSgeCount(length > 0 ? 2 : 1);
         send.sge(0).set(p.headers, (long) slot * Signature.BYTES, Signature.BYTES);
@@ -280,6 +278,16 @@ final class Transport implements AutoCloseable {
     }
 
     /** Offset in this rank's inbox of {@code p} of the clear-to-send descriptor number {@code index}. */
+    /**
+     * The shared work request set up as a signaled RDMA WRITE WITH IMM to {@code p}; {@code copied}: posted INLINE
+     * (the provider copies it at post time) and marked so that nothing waits for its completion.
+     */
+    private SendWorkRequest writeWithImmediate(Peer p, boolean copied) {
+        return send.wrId(((long) p.rank << 32) | (copied ? WR_SEND_COPIED : WR_SEND))
+            .opcode(SendOpcode.RDMA_WRITE_WITH_IMM)
+            .flags(copied ? SendFlag.SIGNALED | SendFlag.INLINE : SendFlag.SIGNALED);
+    }
+
     long ctsOffset(Peer p, long index) {
         return (long) slots * p.slotBytes + (index % CTS_SLOTS) * CTS_BYTES;
     }
@@ -325,10 +333,8 @@ final class Transport implements AutoCloseable {
         h.set(ValueLayout.JAVA_LONG_UNALIGNED, at + CTS_LENGTH, length);
         h.set(ValueLayout.JAVA_LONG_UNALIGNED, at + CTS_ADDRESS, address);
         h.set(ValueLayout.JAVA_INT_UNALIGNED, at + CTS_RKEY, rkey);
-        boolean copied = CTS_BYTES <= p.device.inlineBytes;
-        send.wrId(((long) p.rank << 32) | (copied ? WR_SEND_COPIED : WR_SEND)).opcode(SendOpcode.RDMA_WRITE_WITH_IMM)
-            .flags(copied ? SendFlag.SIGNALED | SendFlag.INLINE : SendFlag.SIGNALED)
-            .remote(p.remoteInboxAddress + ctsOffset(p, p.ctsSent), p.remoteInboxRkey)
+        boolean copied = copiedAtPost(p, CTS_BYTES - Signature.BYTES);
+        writeWithImmediate(p, copied).remote(p.remoteInboxAddress + ctsOffset(p, p.ctsSent), p.remoteInboxRkey)
             .immediateData((IMM_RDV << 30) | p.pendingCredits)
             .local(p.headers, at, CTS_BYTES);
         post(p, copied);
@@ -348,8 +354,7 @@ final class Transport implements AutoCloseable {
      * immediate tells the receiver a piece arrived (and returns credits). Caller checked {@link #canSendPiece}.
      */
     void sendPiece(Peer p, MemoryRegion region, long offset, int length, long remoteAddress, int rkey) {
-        send.wrId(((long) p.rank << 32) | WR_SEND).opcode(SendOpcode.RDMA_WRITE_WITH_IMM).flags(SendFlag.SIGNALED)
-            .remote(remoteAddress, rkey).immediateData((IMM_RDV << 30) | RDV_PIECE | p.pendingCredits)
+        writeWithImmediate(p, false).remote(remoteAddress, rkey).immediateData((IMM_RDV << 30) | RDV_PIECE | p.pendingCredits)
             .local(region, offset, length);
         post(p, false);
         p.pendingCredits = 0;
@@ -368,8 +373,7 @@ final class Transport implements AutoCloseable {
 
     /** One-sided window write with a signal (WRITE WITH IMM carrying the window id). */
     void windowPut(Peer p, int windowId, MemoryRegion region, long offset, int length, long remoteAddress, int rkey) {
-        send.wrId(((long) p.rank << 32) | WR_SEND).opcode(SendOpcode.RDMA_WRITE_WITH_IMM).flags(SendFlag.SIGNALED)
-            .remote(remoteAddress, rkey).immediateData((IMM_WINDOW << 30) | windowId);
+        writeWithImmediate(p, false).remote(remoteAddress, rkey).immediateData((IMM_WINDOW << 30) | windowId);
         if (length > 0) {
             send.local(region, offset, length);
         } else {

@@ -249,6 +249,15 @@ public final class ScalarKernels implements ReduceKernels {
         }
     }
 
+    /** Two sources, elements {@code from} until {@code to}: {@code d = a op b} (no array of sources). */
+    static void f32Pair(ReduceOp op, MemorySegment a, long aOff, MemorySegment b, long bOff, MemorySegment d,
+                        long dOff, long from, long to) {
+        for (long i = from; i < to; i++) {
+            long x = i * 4;
+            d.set(F32, dOff + x, combine(op, a.get(F32, aOff + x), b.get(F32, bOff + x)));
+        }
+    }
+
     static void f64(ReduceOp op, MemorySegment[] s, long[] o, int n, MemorySegment d, long dOff, long from, long to,
                     int divisor) {
         boolean avg = op == ReduceOp.AVG && divisor > 1;

@@ -52,12 +52,7 @@ final class VectorKernels implements ReduceKernels {
             ScalarKernels.check(2, count);
             long bound = count - count % FS.length();
             f32Pair(op, a, aOffset, b, bOffset, dst, dstOffset, bound);
-            for (long i = bound; i < count; i++) {
-                long x = i * 4;
-                dst.set(ScalarKernels.F32, dstOffset + x, ScalarKernels.combine(op,
-                    a.get(ScalarKernels.F32, aOffset + x), b.get(ScalarKernels.F32,
-                        bOffset + x)));
-            }
+            ScalarKernels.f32Pair(op, a, aOffset, b, bOffset, dst, dstOffset, bound, count);
             return;
         }
         ScalarKernels.Pair p = pairs.get();

@@ -261,23 +261,17 @@ public final class TestsCommand implements Callable<Integer> {
             }
         }
         long totalWrong = table.totalWrong;
-        List<Object> jsonRows = table.jsonRows;
-        java.util.Set<String> algorithms = table.algorithms;
-        List<BusBandwidthPlot.Point> outOfPlacePoints = table.outOfPlacePoints;
-        List<BusBandwidthPlot.Point> inPlacePoints = table.inPlacePoints;
-        double busSum = table.busSum;
-        int busCount = table.busCount;
-        double avgBusBw = busCount == 0 ? 0 : busSum / busCount;
+        double avgBusBw = table.averageBusBandwidth();
         if (print) {
             out.print(CollectiveReport.footer(totalWrong, avgBusBw));
             out.flush();
             String transport = n > 1 ? comm.transportOf(1).split(" ")[0] : "self";
-            String runLabel = label != null ? label : transport + " " + String.join("/", algorithms);
+            String runLabel = label != null ? label : transport + " " + String.join("/", table.algorithms);
             if (plotFile != null) {
                 try {
                     new BusBandwidthPlot(kind.program() + ", " + n + " ranks, " + CollectiveReport.typeName(type),
-                        List.of(new BusBandwidthPlot.Series(runLabel + ", out-of-place", outOfPlacePoints),
-                            new BusBandwidthPlot.Series(runLabel + ", in-place", inPlacePoints))).write(plotFile);
+                        List.of(new BusBandwidthPlot.Series(runLabel + ", out-of-place", table.outOfPlacePoints),
+                            new BusBandwidthPlot.Series(runLabel + ", in-place", table.inPlacePoints))).write(plotFile);
                 } catch (java.io.IOException e) {
                     throw new java.io.UncheckedIOException("cannot write " + plotFile, e);
                 }
@@ -290,7 +284,7 @@ public final class TestsCommand implements Callable<Integer> {
                 doc.put("ranks", n);
                 doc.put("iters", iterations);
                 doc.put("warmup_iters", warmup);
-                doc.put("results", jsonRows);
+                doc.put("results", table.jsonRows);
                 doc.put("out_of_bounds", totalWrong);
                 doc.put("avg_busbw_GBps", avgBusBw);
                 try {
@@ -331,8 +325,6 @@ public final class TestsCommand implements Callable<Integer> {
         private final MemorySegment sendBuffer;
         private final MemorySegment recvBuffer;
         long totalWrong;
-        double busSum;
-        int busCount;
         final List<Object> jsonRows = new ArrayList<>();
         final java.util.Set<String> algorithms = new java.util.LinkedHashSet<>();
         final List<BusBandwidthPlot.Point> outOfPlacePoints = new ArrayList<>();
@@ -347,6 +339,19 @@ public final class TestsCommand implements Callable<Integer> {
             this.op = op;
             this.sendBuffer = sendBuffer;
             this.recvBuffer = recvBuffer;
+        }
+
+        /** nccl-tests' "Avg bus bandwidth": the mean busbw of every placement of every row (0 without rows). */
+        double averageBusBandwidth() {
+            double sum = 0;
+            int n = 0;
+            for (List<BusBandwidthPlot.Point> points : List.of(outOfPlacePoints, inPlacePoints)) {
+                for (BusBandwidthPlot.Point p : points) {
+                    sum += p.busbwGBps();
+                    n++;
+                }
+            }
+            return n == 0 ? 0 : sum / n;
         }
 
         /** Measures one size with {@code iterations} timed runs per placement; returns its row (null: no row). */
@@ -384,8 +389,6 @@ public final class TestsCommand implements Callable<Integer> {
                 }
                 double algbw = BusBandwidth.algorithmBandwidth(bytes, timeUs / 1e6);
                 double busbw = algbw * kind.factor(comm.size());
-                busSum += busbw;
-                busCount++;
                 row.append(CollectiveReport.placement(timeUs, algbw, busbw, wrong));
                 Map<String, Object> placement = new LinkedHashMap<>();
                 placement.put("time_us", timeUs);

@@ -19,8 +19,8 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.LinkedBlockingQueue;
-import java.util.function.Consumer;
 
 /**
  * Socket options Java does not offer ({@code TCP_NOTSENT_LOWAT}), set on a connected {@link SocketChannel}'s file
@@ -76,27 +76,29 @@ final class SocketTuning {
         }
     }
 
-    /** A channel waiting for its option, and who hears whether it was set. */
-    private record Request(SocketChannel channel, int bytes, Consumer<Boolean> done) {
+    /** A channel waiting for its option, and the future that tells whether it was set. */
+    private record Request(SocketChannel channel, int bytes, CompletableFuture<Boolean> done) {
     }
 
     private static final LinkedBlockingQueue<Request> PENDING = new LinkedBlockingQueue<>();
     private static boolean tunerStarted;
 
     /**
-     * {@link #setNotSentLowat} on a daemon thread, {@code done} told the outcome there. Why not on the caller's
-     * (a progress thread bringing a connection up): finding a descriptor reads the whole socket table and every
-     * entry of /proc/self/fd, which for hundreds of connections made each connection's setup slow enough for
-     * peers to time out; the tuning thread handles whatever has queued up with one read of each.
+     * {@link #setNotSentLowat} on a daemon thread; the future completes there with whether it was set. Why not on
+     * the caller's (a progress thread bringing a connection up): finding a descriptor reads the whole socket table
+     * and every entry of /proc/self/fd, which for hundreds of connections made each connection's setup slow enough
+     * for peers to time out; the tuning thread handles whatever has queued up with one read of each.
      */
-    static void setNotSentLowatLater(SocketChannel channel, int bytes, Consumer<Boolean> done) {
+    static CompletableFuture<Boolean> setNotSentLowatLater(SocketChannel channel, int bytes) {
         synchronized (SocketTuning.class) {
             if (!tunerStarted) {
                 tunerStarted = true;
                 Thread.ofPlatform().daemon().name("jccl-tcp-tuning").start(SocketTuning::tune);
             }
         }
+        CompletableFuture<Boolean> done = new CompletableFuture<>();
         PENDING.add(new Request(channel, bytes, done));
+        return done;
     }
 
     private static void tune() {
@@ -115,12 +117,7 @@ final class SocketTuning {
             int[] fds = descriptorsOf(channels);
             for (int i = 0; i < batch.size(); i++) {
                 Request r = batch.get(i);
-                boolean set = setNotSentLowat(r.channel(), fds[i], r.bytes());
-                try {
-                    r.done().accept(set);
-                } catch (RuntimeException e) {
-                    // a listener's failure must not stop the tuning of other connections
-                }
+                r.done().complete(setNotSentLowat(r.channel(), fds[i], r.bytes()));
             }
             batch.clear();
         }

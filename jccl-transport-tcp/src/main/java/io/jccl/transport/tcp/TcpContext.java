@@ -14,11 +14,14 @@ import io.jccl.verbs.spi.AbstractQueuePair;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.NetworkInterface;
 import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
 import java.nio.channels.SelectionKey;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -129,13 +132,12 @@ final class TcpContext extends AbstractContext implements TcpEngine.Handler {
      */
     static boolean isVirtualInterface(InetAddress address) {
         try {
-            java.net.NetworkInterface ni = java.net.NetworkInterface.getByInetAddress(address);
+            NetworkInterface ni = NetworkInterface.getByInetAddress(address);
             if (ni == null || ni.isLoopback()) {
                 return false;
             }
-            java.nio.file.Path node = java.nio.file.Path.of("/sys/class/net", ni.getName());
-            return java.nio.file.Files.isSymbolicLink(node)
-                && java.nio.file.Files.readSymbolicLink(node).toString().contains("/devices/virtual/");
+            Path node = Path.of("/sys/class/net", ni.getName());
+            return Files.isSymbolicLink(node) && Files.readSymbolicLink(node).toString().contains("/devices/virtual/");
         } catch (IOException | RuntimeException e) {
             return false;
         }

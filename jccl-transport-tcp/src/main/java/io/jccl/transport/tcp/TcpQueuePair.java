@@ -460,9 +460,6 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         b.putInt(Math.max(1, maxDestRdAtomic)).putInt(0).putLong(0);
     }
 
-    /** Whether the context's TCP_NOTSENT_LOWAT was set on this connection's socket (diagnostics, tests). */
-    volatile boolean notSentLowatSet;
-
     private void connectionUp() {
         conn = C_UP;
         SocketChannel ch = channel;
@@ -470,7 +467,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             try {
                 if (ch.getRemoteAddress() instanceof java.net.InetSocketAddress remote
                     && !remote.getAddress().isLoopbackAddress()) {
-                    SocketTuning.setNotSentLowatLater(ch, tcp.notSentLowatBytes, set -> notSentLowatSet = set);
+                    SocketTuning.setNotSentLowatLater(ch, tcp.notSentLowatBytes);
                 }
             } catch (IOException e) {
                 // the connection is failing; its I/O reports that

@@ -76,18 +76,13 @@ class SocketTuningTest {
                 int[] fds = SocketTuning.descriptorsOf(ends);
                 assertEquals(2 * n, java.util.Arrays.stream(fds).filter(fd -> fd >= 0).distinct().count(),
                     "every end of every connection has its own descriptor");
-                java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(ends.size());
-                java.util.concurrent.atomic.AtomicInteger set = new java.util.concurrent.atomic.AtomicInteger();
+                java.util.List<java.util.concurrent.CompletableFuture<Boolean>> done = new java.util.ArrayList<>();
                 for (SocketChannel end : ends) {
-                    SocketTuning.setNotSentLowatLater(end, 80 * 1024, ok -> {
-                        if (ok) {
-                            set.incrementAndGet();
-                        }
-                        done.countDown();
-                    });
+                    done.add(SocketTuning.setNotSentLowatLater(end, 80 * 1024));
                 }
-                assertTrue(done.await(30, java.util.concurrent.TimeUnit.SECONDS), "the tuning thread did not finish");
-                assertEquals(ends.size(), set.get());
+                for (var f : done) {
+                    assertTrue(f.get(30, java.util.concurrent.TimeUnit.SECONDS), "an end was not tuned");
+                }
                 for (int fd : fds) {
                     assertEquals(80 * 1024, notSentLowat(fd));
                 }

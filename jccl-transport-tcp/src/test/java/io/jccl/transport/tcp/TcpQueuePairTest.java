@@ -126,6 +126,19 @@ class TcpQueuePairTest {
     /** Two connected QPs with a 4 KiB region each, receives at offset 1024 and 8-byte signaled SENDs from 0. */
     private record PingPong(Side a, Side b, MemoryRegion ma, MemoryRegion mb, ReceiveWorkRequest ra,
                             ReceiveWorkRequest rb, SendWorkRequest sa, SendWorkRequest sb) {
+        /**
+         * Waits (at most 10 s) until both sides have {@code rounds} send completions, {@code sendsA} and
+         * {@code sendsB} of them reaped already (the last ones may need their ACK frames, sent at the next poll or
+         * standby tick).
+         */
+        void awaitSends(long sendsA, long sendsB, int rounds, WorkCompletion[] wc) {
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (sendsA < rounds || sendsB < rounds) {
+                assertTrue(System.nanoTime() < deadline, "sends not all completed: " + sendsA + ", " + sendsB);
+                sendsA += drainSends(a.cq(), wc);
+                sendsB += drainSends(b.cq(), wc);
+            }
+        }
     }
 
     private PingPong pingPong() {
@@ -174,12 +187,7 @@ class TcpQueuePairTest {
             a.qp().postReceive(ra);
         }
         // Every SEND completes (the last ones may need their ACK frames, sent at the next poll or standby tick).
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        while (sendsA < rounds || sendsB < rounds) {
-            assertTrue(System.nanoTime() < deadline, "sends not all completed: " + sendsA + ", " + sendsB);
-            sendsA += drainSends(a.cq(), wc);
-            sendsB += drainSends(b.cq(), wc);
-        }
+        pp.awaitSends(sendsA, sendsB, rounds, wc);
         long[] acksA = ((TcpQueuePair) a.qp()).ackCounts();
         long[] acksB = ((TcpQueuePair) b.qp()).ackCounts();
         long carried = acksA[1] + acksB[1];
@@ -226,12 +234,7 @@ class TcpQueuePairTest {
         // Each park is one iteration; a few more for real work (a standby exit, a kick, a spell of driving while
         // the test thread was preempted on a loaded machine). The bug looped ~850 times per park. Not a timing bound.
         assertTrue(loops <= 10 * parks + rounds, "progress threads looped " + loops + " times, parked " + parks);
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        while (sendsA < rounds || sendsB < rounds) {
-            assertTrue(System.nanoTime() < deadline, "sends not all completed: " + sendsA + ", " + sendsB);
-            sendsA += drainSends(a.cq(), wc);
-            sendsB += drainSends(b.cq(), wc);
-        }
+        pp.awaitSends(sendsA, sendsB, rounds, wc);
     }
 
     @Test
