@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -51,6 +52,10 @@ def why(err):
              if x.strip() and not x.startswith("WARNING: Using incubator") and not x.startswith("\tat ")]
     key = [x for x in lines if "Exception" in x or "Error" in x or "error" in x or "rank" in x]
     return " / ".join((key or lines)[:3] if key else lines[-3:])[:400]
+
+
+# tcp_stream cases (mode, buffer bytes): the patterns of a 2-rank broadcast (one way) and ring (both ways at once)
+STREAM_CASES = (("oneway-spin", 16 * MIB), ("oneway-block", 16 * MIB), ("bidir", 16 * MIB), ("bidir", 64 * MIB))
 
 
 def factor(op, n):
@@ -156,6 +161,7 @@ class Harness:
             one_way = B.parse_iperf3(r.out)
             if one_way is not None:
                 self.ceil.setdefault(("tcp_one_way", MIB, 1), []).append(one_way)
+        self.stream_ceilings(label)
         for prog, kind in (("memcpy_bw", "memcpy"), ("reduce_bw", "reduce")):
             self.quiet.wait(f"{prog} {label}")
             r = B.run_measured(f"{prog} {label}", [os.path.join(self.build, prog), str(self.a.c_trials)],
@@ -164,6 +170,50 @@ class Harness:
                 p = line.split(",")
                 if len(p) >= 4 and p[0] == kind:
                     self.ceil.setdefault((kind, int(p[1]), int(p[2])), []).append(float(p[3]))
+
+    def stream_ceilings(self, label):
+        """TCP ceilings with the collectives' buffer sizes (bench/c/tcp_stream.c): one connection, one thread per end,
+        non-blocking sockets, as tcp0 runs. Over loopback ("tcp") and between the two namespaces ("netns")."""
+        where = [(cfg, path) for cfg, path in (("tcp", "lo"), ("netns", "netns")) if cfg in self.a.configs]
+        if not where:
+            return
+        exe = self.tcp_stream_bin()
+        for cfg, path in where:
+            for mode, size in STREAM_CASES:
+                self.port += 1
+                if path == "lo":
+                    srv, cli = f"{exe} serve {self.port}", f"{exe} run 127.0.0.1 {self.port} {mode} {size} 2"
+                else:
+                    srv = f"ip netns exec {NETNS_PREFIX}-h1 {exe} serve {self.port}"
+                    cli = f"ip netns exec {NETNS_PREFIX}-h2 {exe} run 10.77.0.1 {self.port} {mode} {size} 2"
+                what = f"tcp_stream {path} {mode} {B.hsize(size)} {label}"
+                self.quiet.wait(what)
+                r = B.run_measured(what, ["bash", "-c", f"{srv} & {cli}; wait"], timeout=60, retries=self.a.retries,
+                                   raw_name=f"tcp_stream.{path}.{mode}.{size}.{label}.csv")
+                for line in r.out.splitlines():
+                    p = line.split(",")
+                    if len(p) == 5 and p[0] == "tcp_stream":
+                        fwd, rev = float(p[3]), float(p[4])
+                        self.ceil.setdefault((f"stream_{cfg}_{mode}", size, 1),
+                                             []).append(min(fwd, rev) if mode == "bidir" else fwd)
+
+    def tcp_stream_bin(self):
+        out = os.path.join(B.WORK, "bin")
+        os.makedirs(out, exist_ok=True)
+        exe, src = os.path.join(out, "tcp_stream"), os.path.join(B.BENCH, "c", "tcp_stream.c")
+        if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
+            subprocess.run(["gcc", "-O2", "-o", exe, src], check=True)
+        return exe
+
+    def stream_ceiling(self, cfg, op, nbytes):
+        """The TCP ceiling of a 2-rank collective's busbw at nbytes (GB/s, median over the run's measurements):
+        a broadcast streams one way (the faster receiver pattern); a ring all-reduce or all-gather sends and
+        receives at once (for 2 ranks busbw = bytes each way / time, so the bound is the per-direction figure)."""
+        size = 64 * MIB if nbytes >= 64 * MIB else 16 * MIB
+        modes = ("oneway-spin", "oneway-block") if op == "bcast" else ("bidir",)
+        vals = [B.median(self.ceil.get((f"stream_{cfg}_{m}", size, 1), [])) for m in modes]
+        vals = [v for v in vals if v is not None]
+        return max(vals) if vals else None
 
     def startup_round(self, rnd):
         """JCCL: StartupProbe under the launcher (in-process ms, and wall of the whole command). Open MPI (vader):
@@ -439,6 +489,16 @@ def report(h, a, t_start):
               f"(= N / t for 2 ranks) cannot exceed the per-direction figure, before any reduction work; nor can a "
               f"2-rank all-gather's (each rank sends N/2 while receiving N/2). One stream one way (iperf3 `-l 1M`, the "
               f"bound for a broadcast's busbw): {B.spread(h.ceil.get(('tcp_one_way', MIB, 1), []))} GB/s.\n")
+        if any(h.ceil.get((f"stream_{cfg}_{m}", n, 1)) for m, n in STREAM_CASES):
+            A(f"TCP ceilings in this run ({'loopback' if cfg == 'tcp' else 'between the two namespaces'}; "
+              "`bench/c/tcp_stream.c`: one connection, one thread per end, non-blocking sockets, 4 MiB socket "
+              "buffers, 1 MiB per call, page-aligned pre-touched buffers of the collective's size; start and end of "
+              "the run, GB/s; bidir per direction). A broadcast's busbw is bounded by the faster one-way figure, a "
+              "2-rank ring all-reduce's or all-gather's by the bidir one (each rank sends N bytes, resp. N/2, while "
+              "receiving as much; busbw = that / time), before any reduction work.\n")
+            A(B.md_table(["pattern", "buffer", "GB/s"],
+                         [[m, B.hsize(n), B.spread(h.ceil.get((f"stream_{cfg}_{m}", n, 1), []))]
+                          for m, n in STREAM_CASES]))
         impls = [(cfg, jimpl), (gcfg, gimpl)] + ([("tcp", "ompi-c-tcp")] if cfg == "tcp" else [])
         rows = []
         for op, sizes in (("allreduce", FULL_AR), ("bcast", BC_AG), ("allgather", BC_AG)):
@@ -450,8 +510,15 @@ def report(h, a, t_start):
                             + [B.fmt(B.ratio(bj, bg), 2)])
                 if s >= MIB:
                     r = B.ratio(bj, bg)
-                    targets.append((f"2 ranks {cfg}", f"{op} busbw at {B.hsize(s)} ≥ 2× gloo",
-                                    f"{B.fmt(r, 2)}×" if r is not None else "—", None if r is None else r >= 2))
+                    text = f"{B.fmt(r, 2)}×" if r is not None else "—"
+                    ceiling = h.stream_ceiling(cfg, op, s) if s >= 16 * MIB else None
+                    if r is not None and r < 2 and ceiling is not None:
+                        # Say whether the target is above what one TCP connection carries here at all.
+                        text += (f"; 2× needs {B.fmt(2 * bg)} GB/s, TCP ceiling {B.fmt(ceiling)} "
+                                 f"({'above' if 2 * bg > ceiling else 'below'} it), JCCL at "
+                                 f"{B.fmt(100 * bj / ceiling, 0)} % of it")
+                    targets.append((f"2 ranks {cfg}", f"{op} busbw at {B.hsize(s)} ≥ 2× gloo", text,
+                                    None if r is None else r >= 2))
         A(B.md_table(["op", "size", "JCCL algo", "JCCL", "gloo"] + (["Open MPI C btl tcp"] if cfg == "tcp" else [])
                      + ["JCCL/gloo busbw"], rows))
         tj, tg = h.med(cfg, jimpl, "allreduce", 8), h.med(gcfg, gimpl, "allreduce", 8)
