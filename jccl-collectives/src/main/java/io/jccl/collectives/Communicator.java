@@ -609,17 +609,23 @@ public final class Communicator implements AutoCloseable {
 
     /** Peer {@code p}'s allocation {@code id}, mapped read-only (once; looked up in the store). */
     MemorySegment mappedAllocation(Peer p, int id, long deadlineNs) {
-        MemorySegment m = p.allocations.get(id);
+        return mappedAllocation(p, id, deadlineNs, false);
+    }
+
+    /** Peer {@code p}'s allocation {@code id}, mapped once per kind (read-only or writable; looked up in the store). */
+    MemorySegment mappedAllocation(Peer p, int id, long deadlineNs, boolean writable) {
+        java.util.Map<Integer, MemorySegment> maps = writable ? p.writableAllocations : p.allocations;
+        MemorySegment m = maps.get(id);
         if (m == null) {
             String[] f = store.getString("mr/" + p.rank + "/" + id, Math.max(1, deadlineNs - System.nanoTime()))
                 .split(" ");
             try {
                 m = p.qp.mapRemote(Long.parseUnsignedLong(f[0], 16), Long.parseLong(f[2]),
-                    Integer.parseUnsignedInt(f[1], 16), false);
+                    Integer.parseUnsignedInt(f[1], 16), writable);
             } catch (RuntimeException e) {
                 throw transport.peerFailed(p, "cannot map rank " + p.rank + "'s buffer: " + e.getMessage());
             }
-            p.allocations.put(id, m);
+            maps.put(id, m);
         }
         return m;
     }

@@ -50,6 +50,8 @@ final class Peer {
 
     /** The peer's Communicator.allocate() regions mapped here (direct zero copy), by allocation id. */
     final java.util.Map<Integer, MemorySegment> allocations = new java.util.HashMap<>();
+    /** The same, mapped writable (the two-rank all-reduce writes its half of the result into the peer's output). */
+    final java.util.Map<Integer, MemorySegment> writableAllocations = new java.util.HashMap<>();
 
     volatile String failure;
     /** Set when the QP reported an error on a receive (peer gone); fatal only if this peer is still needed. */

@@ -69,6 +69,12 @@ final class Transport implements AutoCloseable {
     /** Control block: two input descriptors (by barrier epoch parity): mode (0 staged, 1 allocation), id, offset. */
     static final long CTRL_DESC = 256;
     /**
+     * Control block: two output descriptors (by barrier epoch parity), same layout: where a two-rank all-reduce's
+     * output lies, so that when both outputs are {@code Communicator.allocate} memory each rank writes its half of
+     * the result into both.
+     */
+    static final long CTRL_OUT_DESC = 320;
+    /**
      * Control block: two arrival records (by barrier epoch parity), each {@link #REC_BYTES}: the epoch (written
      * last, with release), the operation's signature and up to {@link #INLINE_BYTES} of inline payload, so that a
      * small all-reduce moves flag, signature and data in the same cache lines (one line up to 24 bytes).

@@ -314,10 +314,13 @@ class CollectivesTest {
     }
 
     /**
-     * Two-rank direct all-reduce (each rank reduces the whole vector from both inputs): zero copy and staged inputs
-     * meet (rank 0's input is allocate() memory in odd repetitions, rank 1's in even ones), out of place and in place,
-     * over several staging rounds; each rank overwrites its input right after the call, so a rank that returned
-     * while its peer still read its input would corrupt the peer's result.
+     * Two-rank direct all-reduce: zero copy and staged inputs meet (repetitions 0 and 1: one rank's input is
+     * allocate() memory, the other's arena memory; each rank reduces the whole vector from both inputs), both inputs
+     * and outputs are allocate() memory (repetition 2: the split path, each rank reduces its half into both outputs,
+     * odd counts and several blocks), or both inputs are but one output is not (repetition 3: whole-vector path
+     * again). Out of place and in place, over several staging rounds; each rank overwrites its input right after the
+     * call and its output after checking it, so a rank that returned while its peer still read its input or wrote
+     * its output would corrupt a result.
      */
     @Test
     void directTwoRankAllReduceZeroCopyAndStaged() {
@@ -327,18 +330,23 @@ class CollectivesTest {
                 for (long count : new long[] {9000, 70001}) {
                     for (DataType type : new DataType[] {DataType.FLOAT32, DataType.BFLOAT16, DataType.INT64}) {
                         for (ReduceOp op : new ReduceOp[] {ReduceOp.SUM, ReduceOp.AVG, ReduceOp.MAX, ReduceOp.PROD}) {
-                            for (int rep = 0; rep < 2; rep++) {
+                            for (int rep = 0; rep < 4; rep++) {
                                 int es = type.sizeBytes();
                                 long seed = 40 + count + rep;
-                                boolean zeroCopy = (r + rep) % 2 == 1;
+                                boolean zeroCopy = rep >= 2 || (r + rep) % 2 == 1;
                                 MemorySegment in = zeroCopy ? c.allocate(count * es + 64).asSlice(64)
                                     : arena.allocate(count * es, 64);
-                                MemorySegment out = c.allocate(count * es);
+                                MemorySegment out = rep == 3 && r == 1 ? arena.allocate(count * es, 64)
+                                    : c.allocate(count * es + 128).asSlice(128);
                                 fill(in, 0, count, seed, r, op, type);
+                                long splitBefore = c.engine().splitAllReduces;
                                 c.allReduce(in, out, count, type, op);
                                 in.fill((byte) 0x5a);
                                 check("pair out-of-place " + type + " " + op + " rep " + rep, out, 0, count, type,
                                     i -> expected(seed, 2, i, op, type));
+                                assertEquals(rep == 2 ? 1 : 0, c.engine().splitAllReduces - splitBefore,
+                                    "split path taken in rep " + rep);
+                                out.fill((byte) 0x5c);
                                 fill(in, 0, count, seed + 1, r, op, type);
                                 c.allReduce(in, in, count, type, op);
                                 check("pair in-place " + type + " " + op + " rep " + rep, in, 0, count, type,
