@@ -172,10 +172,11 @@ class Harness:
                 if len(p) >= 4 and p[0] == kind:
                     self.ceil.setdefault((kind, int(p[1]), int(p[2])), []).append(float(p[3]))
 
-    def stream_ceilings(self, label):
+    def stream_ceilings(self, label, netns=True):
         """TCP ceilings with the collectives' buffer sizes (bench/c/tcp_stream.c): one connection, one thread per end,
         non-blocking sockets, as tcp0 runs. Over loopback ("tcp") and between the two namespaces ("netns")."""
-        where = [(cfg, path) for cfg, path in (("tcp", "lo"), ("netns", "netns")) if cfg in self.a.configs]
+        where = [(cfg, path) for cfg, path in (("tcp", "lo"), ("netns", "netns"))
+                 if cfg in self.a.configs and (netns or cfg != "netns")]
         if not where:
             return
         exe = self.tcp_stream_bin()
@@ -333,6 +334,11 @@ class Harness:
                 if pp:
                     seq.append(pp.pop(0))
             B.log(f"=== round {rnd + 1}/{self.a.rounds}: " + ", ".join(f"{c}:{i}" for c, i, *_ in seq))
+            # The machine's memory and loopback state drifts within a run (the C two-rank all-reduce measured
+            # 3.2 ms at the start of one run and 6.7 ms at its end): the ceilings the verdicts quote are measured
+            # in every round too, next to the runs they bound.
+            self.pair_ceilings(f"round{rnd + 1}")
+            self.stream_ceilings(f"round{rnd + 1}", netns=rnd < self.a.netns_rounds)
             for config, impl, np_, spec, kind in seq:
                 if config == "netns" and rnd >= self.a.netns_rounds:
                     continue
@@ -424,8 +430,8 @@ def report(h, a, t_start):
           "in this run at 1 MiB (for sizes ≤ 1 MiB), 16 MiB, or 256 MiB (for 64 MiB).\n")
         pair_sizes = [n for n in (16 * MIB, 64 * MIB) if h.ceil.get(("pair_split", n, 1))]
         if pair_sizes:
-            A("The two-rank all-reduce in C on the same machine (`bench/c/pair_allreduce_bw.c`, start and end of the "
-              "run, µs): two threads over four shared buffers, `whole` = each computes the whole vector, `split` = "
+            A("The two-rank all-reduce in C on the same machine (`bench/c/pair_allreduce_bw.c`; at the start, in every "
+              "round and at the end of the run, median [min–max] µs): two threads over four shared buffers, `whole` = each computes the whole vector, `split` = "
               "each computes its half into both outputs (the least memory traffic; JCCL's path when all four buffers "
               "are `Communicator.allocate()` memory), `split-nt` = the same with streaming stores, which Java code "
               "cannot issue.\n")
@@ -532,8 +538,8 @@ def report(h, a, t_start):
         if any(h.ceil.get((f"stream_{cfg}_{m}", n, 1)) for m, n in STREAM_CASES):
             A(f"TCP ceilings in this run ({'loopback' if cfg == 'tcp' else 'between the two namespaces'}; "
               "`bench/c/tcp_stream.c`: one connection, one thread per end, non-blocking sockets, 4 MiB socket "
-              "buffers, 1 MiB per call, page-aligned pre-touched buffers of the collective's size; start and end of "
-              "the run, GB/s; bidir per direction). A broadcast's busbw is bounded by the faster one-way figure, a "
+              "buffers, 1 MiB per call, page-aligned pre-touched buffers of the collective's size; at the start, in "
+              "every round and at the end of the run, median [min–max] GB/s; bidir per direction). A broadcast's busbw is bounded by the faster one-way figure, a "
               "2-rank ring all-reduce's or all-gather's by the bidir one (each rank sends N bytes, resp. N/2, while "
               "receiving as much; busbw = that / time), before any reduction work.\n")
             A(B.md_table(["pattern", "buffer", "GB/s"],
