@@ -1469,6 +1469,12 @@ final class Engine {
             long half = halfOffset();
             long desc = publishInput(zcId, zcOffset + base, in, base, half, n);
             directBarrier(sig, first);
+            if (first && zcId >= 0 && allZeroCopy(desc)) {
+                // Every rank's input is mapped memory (each sees the same descriptors, so all take this branch): copy
+                // every block whole in this one round instead of a round per staging size. Measured at 16 MiB
+                // (2 ranks): 474-483 us per all-gather, against 509-799 us in 1 MiB rounds.
+                n = blockBytes;
+            }
             first = false;
             for (int j = 0; j < size; j++) {
                 if (j == rank) {
@@ -1481,13 +1487,23 @@ final class Engine {
                 MemorySegment.copy(src, peerInputOffset, out, j * blockBytes + base, n);
             }
             directRound++;
-            if (blockBytes == 0) {
+            if (blockBytes == 0 || base + n >= blockBytes) {
                 break;
             }
         }
         if (large) {
             directBarrier(sig, false);
         }
+    }
+
+    /** Whether every peer published its input as a mapped allocation in descriptor {@code desc}. */
+    private boolean allZeroCopy(long desc) {
+        for (int j = 0; j < size; j++) {
+            if (j != rank && t.peers[j].control.get(ValueLayout.JAVA_LONG, desc) != 1) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** Direct reduce-scatter: each rank stages a chunk of every block, then reduces its own block from all. */

@@ -413,8 +413,10 @@ class CollectivesTest {
 
     /**
      * Direct all-gather reading Communicator.allocate() inputs where they are (zero copy) over several staging
-     * rounds, out of place and in place; odd ranks use arena memory (staged), so both kinds meet in one round;
-     * the input is overwritten right after each call (a peer still reading it would see the new values).
+     * rounds, out of place and in place; odd ranks use arena memory (staged) in two repetitions of three, so both
+     * kinds meet in one round; with every input zero copy (the third repetition and in place) all blocks are copied
+     * in one round; the input is overwritten right after each call (a peer still reading it would see the new
+     * values).
      */
     @Test
     void directAllGatherZeroCopyMixedWithStaged() {
@@ -426,7 +428,8 @@ class CollectivesTest {
                     for (int rep = 0; rep < 3; rep++) {
                         long bytes = count * 4;
                         long seed = 300 + count + rep;
-                        MemorySegment in = r % 2 == 0 ? c.allocate(bytes + 128).asSlice(128)
+                        // repetition 2: every input is allocate() memory (all blocks copied in one round)
+                        MemorySegment in = r % 2 == 0 || rep == 2 ? c.allocate(bytes + 128).asSlice(128)
                             : arena.allocate(bytes, 64);
                         MemorySegment out = c.allocate(bytes * n);
                         fill(in, 0, count, seed, r, ReduceOp.SUM, DataType.INT32);
