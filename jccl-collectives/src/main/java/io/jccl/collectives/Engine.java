@@ -1216,18 +1216,26 @@ final class Engine {
         }
         zeroCopyId = comm.allocationId(in);
         zeroCopyOffset = comm.lastAllocationOffset;
-        if (size == 2 && disjoint(in, out, count * es)) {
-            pairAllReduce(sig, in, out, count, type, op);
-            return;
-        }
         long perRound = Math.max(1, t.directStagingBytes / es);
+        long firstDesc = -1;
+        if (size == 2) {
+            firstDesc = twoRankAllReduce(sig, in, out, count, type, op, perRound);
+            if (firstDesc < 0) {
+                return;
+            }
+        }
         boolean first = true;
         for (long base = 0; base < count || first; base += perRound) {
             long n = Math.min(perRound, count - base);
             long half = halfOffset();
             MemorySegment mine = t.staging.segment();
-            long desc = publishInput(zeroCopyId, zeroCopyOffset + base * es, in, base * es, half, n * es);
-            directBarrier(sig, first);
+            long desc;
+            if (first && firstDesc >= 0) {
+                desc = firstDesc; // the first round was published and met by twoRankAllReduce
+            } else {
+                desc = publishInput(zeroCopyId, zeroCopyOffset + base * es, in, base * es, half, n * es);
+                directBarrier(sig, first);
+            }
             first = false;
             long lo = blockStart(n, size, rank);
             long cnt = blockCount(n, size, rank);
@@ -1259,57 +1267,89 @@ final class Engine {
         java.util.Arrays.fill(sources, null);
     }
 
+    /** Output-descriptor flag: this rank's output shares no byte with its input. */
+    private static final long OUT_SEPARATE = 1;
+    /** Output-descriptor flag: this rank's output is its input (in place). */
+    private static final long OUT_IN_PLACE = 2;
+
     /**
-     * Direct all-reduce of two ranks, out of place. Both ranks publish where their input and output are and meet.
+     * Two ranks choose among three all-reduce algorithms, and must choose the same one although each knows only its
+     * own buffers (in place or not is each rank's own choice, as in NCCL). The first round publishes, beside the input
+     * descriptor, where this rank's output is and how it relates to its input; after the first barrier both ranks
+     * decide from the same facts:
+     * <ul>
+     * <li>all four buffers in {@link Communicator#allocate} memory, each output either separate from its input or
+     * the input itself: each rank reduces its half of the vector from both inputs and writes it into both outputs
+     * ({@link #splitPairReduce}). Per rank that reads N bytes and writes N, the least a two-rank all-reduce can move,
+     * and every element is computed once, so both ranks hold bit-identical results. In place is safe: each half of
+     * each buffer is read and written by one rank only;</li>
+     * <li>both outputs separate from their inputs: each rank reduces the whole vector from both inputs, in rank order,
+     * into its own output ({@link #pairAllReduce}): it never writes the peer's memory and never reads lines the peer
+     * has just written (pulling those out of another core's cache was 2-5x slower than reading its unchanged input on
+     * this VM, depending on where the host put the vCPUs);</li>
+     * <li>otherwise the n-rank staged path, which the caller continues from the first round.</li>
+     * </ul>
      *
-     * <p>When all four buffers are {@link Communicator#allocate} memory (zero copy), each rank reduces its half of
-     * the vector from both inputs and writes the result into both outputs, in blocks that stay in its cache
-     * ({@link #SPLIT_BLOCK_BYTES}). That moves the least memory a two-rank all-reduce can: each rank reads N bytes
-     * and writes N, against reading 2N and writing N when each reduces the whole vector; large messages are bound
-     * by memory bandwidth on this machine kind, so a third less traffic is a third less time. Every element is
-     * computed once, so both ranks hold bit-identical results.
-     *
-     * <p>Otherwise (an input or output elsewhere) each rank reduces the whole round from both inputs, in rank order,
-     * into its own output, in rounds of the staging size; it never writes the peer's memory and never reads lines
-     * the peer has just written (pulling those out of another core's cache was 2-5x slower than reading its
-     * unchanged input on this VM, depending on where the host put the vCPUs). A closing barrier keeps either input
-     * from being reused, and either output from being read, while the other rank still works on it.
+     * @return -1 when the all-reduce is done, else the first round's input descriptor for the n-rank path
+     */
+    private long twoRankAllReduce(Signature sig, MemorySegment in, MemorySegment out, long count, DataType type,
+                                  ReduceOp op, long perRound) {
+        int es = type.sizeBytes();
+        long bytes = count * es;
+        Peer p = t.peers[1 - rank];
+        boolean inPlace = in.isNative() && out.isNative() && in.address() == out.address();
+        boolean separate = disjoint(in, out, bytes);
+        int inId = zeroCopyId;
+        long inOffset = zeroCopyOffset;
+        int outId = separate ? comm.allocationId(out) : inPlace ? inId : -1;
+        long outOffset = separate ? comm.lastAllocationOffset : inOffset;
+        long half = halfOffset();
+        long desc = publishInput(inId, inOffset, in, 0, half, Math.min(perRound, count) * es);
+        publishOutput(desc, outId, outOffset, (separate ? OUT_SEPARATE : 0) | (inPlace ? OUT_IN_PLACE : 0));
+        directBarrier(sig, true);
+        long peerOut = outputDescriptor(desc);
+        long peerFlags = p.control.get(ValueLayout.JAVA_LONG, peerOut + 24);
+        if (inId >= 0 && outId >= 0 && p.control.get(ValueLayout.JAVA_LONG, desc) == 1
+            && p.control.get(ValueLayout.JAVA_LONG, peerOut) == 1 && (peerFlags & (OUT_SEPARATE | OUT_IN_PLACE)) != 0) {
+            MemorySegment theirs = peerInput(p, desc, half);
+            long theirOffset = peerInputOffset;
+            MemorySegment theirOut = comm.mappedAllocation(p, (int) p.control.get(ValueLayout.JAVA_LONG, peerOut + 8),
+                deadline(), true);
+            long theirOutOffset = p.control.get(ValueLayout.JAVA_LONG, peerOut + 16);
+            splitPairReduce(in, theirs, theirOffset, out, theirOut, theirOutOffset, count, type, op);
+            directRound++;
+            // neither rank returns while the other still reads its input or writes its output
+            directBarrier(sig, false);
+            return -1;
+        }
+        if (separate && (peerFlags & OUT_SEPARATE) != 0) {
+            pairAllReduce(sig, in, out, count, type, op, perRound, desc);
+            return -1;
+        }
+        return desc;
+    }
+
+    /**
+     * The two-rank whole-vector all-reduce (see {@link #twoRankAllReduce}), in rounds of the staging size whether
+     * or not this rank's input is zero copy (the peer's may not be, and both ranks must meet in the same barriers);
+     * the first round was published and met at {@code firstDesc}. A closing barrier keeps either input from being
+     * reused while the other rank still reads it.
      */
     private void pairAllReduce(Signature sig, MemorySegment in, MemorySegment out, long count, DataType type,
-                               ReduceOp op) {
+                               ReduceOp op, long perRound, long firstDesc) {
         int es = type.sizeBytes();
-        int peer = 1 - rank;
-        Peer p = t.peers[peer];
-        int outId = comm.allocationId(out);
-        long outOffset = comm.lastAllocationOffset;
-        // rounds of the staging size whether or not this rank's input is zero copy: the peer's may not be, and
-        // both ranks must meet in the same barriers
-        long perRound = Math.max(1, t.directStagingBytes / es);
-        boolean first = true;
+        Peer p = t.peers[1 - rank];
         for (long base = 0; base < count; base += perRound) {
             long n = Math.min(perRound, count - base);
             long half = halfOffset();
-            long desc = publishInput(zeroCopyId, zeroCopyOffset + base * es, in, base * es, half, n * es);
-            if (first) {
-                publishOutput(desc, outId, outOffset);
+            long desc = firstDesc;
+            if (base > 0) {
+                desc = publishInput(zeroCopyId, zeroCopyOffset + base * es, in, base * es, half, n * es);
+                directBarrier(sig, false);
             }
-            directBarrier(sig, first);
-            MemorySegment theirs = peerInput(p, desc, half);
-            if (first && zeroCopyId >= 0 && outId >= 0 && peerZeroCopy(p, desc)) {
-                // Both ranks see the same four descriptors, so both take this branch, and do the whole vector in
-                // this one round (nothing is staged).
-                long theirOffset = peerInputOffset;
-                long outDesc = outputDescriptor(desc);
-                MemorySegment theirOut = comm.mappedAllocation(p,
-                    (int) p.control.get(ValueLayout.JAVA_LONG, outDesc + 8), deadline(), true);
-                long theirOutOffset = p.control.get(ValueLayout.JAVA_LONG, outDesc + 16);
-                splitPairReduce(in, theirs, theirOffset, out, theirOut, theirOutOffset, count, type, op);
-                directRound++;
-                break;
-            }
-            first = false;
             // rank order, so that both ranks compute bit-identical results; the two-source kernel call (no
             // array of sources to store into)
+            MemorySegment theirs = peerInput(p, desc, half);
             if (rank == 0) {
                 kernels.reduce(type, op, in, base * es, theirs, peerInputOffset, out, base * es, n, 2);
             } else {
@@ -1317,8 +1357,7 @@ final class Engine {
             }
             directRound++;
         }
-        // the peer may still read this rank's input (or staging half), or write this rank's output, until it too
-        // has finished
+        // the peer may still read this rank's input (or staging half) until it too has reduced
         directBarrier(sig, false);
     }
 
@@ -1358,19 +1397,17 @@ final class Engine {
         return desc - Transport.CTRL_DESC + Transport.CTRL_OUT_DESC;
     }
 
-    /** Publishes where this rank's output is (mode 1, allocation id, offset; or mode 0: not shared memory). */
-    private void publishOutput(long desc, int allocationId, long allocationOffset) {
+    /**
+     * Publishes where this rank's output is (mode 1, allocation id, offset; or mode 0: not shared memory) and how it
+     * relates to the input ({@link #OUT_SEPARATE}, {@link #OUT_IN_PLACE}, or neither: overlapping).
+     */
+    private void publishOutput(long desc, int allocationId, long allocationOffset, long flags) {
         MemorySegment ctrl = t.control.segment();
         long o = outputDescriptor(desc);
         ctrl.set(ValueLayout.JAVA_LONG, o, allocationId >= 0 ? 1 : 0);
         ctrl.set(ValueLayout.JAVA_LONG, o + 8, allocationId);
         ctrl.set(ValueLayout.JAVA_LONG, o + 16, allocationOffset);
-    }
-
-    /** Whether peer p published both its input and its output as shared allocations for descriptor desc. */
-    private static boolean peerZeroCopy(Peer p, long desc) {
-        return p.control.get(ValueLayout.JAVA_LONG, desc) == 1
-            && p.control.get(ValueLayout.JAVA_LONG, outputDescriptor(desc)) == 1;
+        ctrl.set(ValueLayout.JAVA_LONG, o + 24, flags);
     }
 
     /**

@@ -361,6 +361,43 @@ class CollectivesTest {
     }
 
     /**
+     * Two-rank direct all-reduce where one rank passes the same buffer as input and output (in place) and the other
+     * two buffers, in both orders, with every mix of allocate() and arena memory: each rank's choice is its own (as
+     * in NCCL), so the two ranks must still agree on one algorithm. Each rank overwrites its input (and, out of place,
+     * its output) right after checking, so a peer still reading or writing them would corrupt the next result.
+     */
+    @Test
+    void directTwoRankAllReduceInPlaceOnOneRankOnly() {
+        Ranks.run(2, Ranks.loop().withAlgorithms("allreduce:direct").withDirectBytes(8192), c -> {
+            int r = c.rank();
+            try (Arena arena = Arena.ofConfined()) {
+                for (long count : new long[] {9000, 70001}) {
+                    for (int mix = 0; mix < 16; mix++) {
+                        boolean inPlace = ((mix >> 3) & 1) == r; // mix bit 3 picks which rank works in place
+                        boolean sharedIn = ((mix >> r) & 1) == 1;
+                        boolean sharedOut = ((mix >> 2) & 1) == 1;
+                        long bytes = count * 4;
+                        long seed = 900 + count + mix;
+                        MemorySegment in = sharedIn ? c.allocate(bytes + 64).asSlice(64) : arena.allocate(bytes, 64);
+                        MemorySegment out = inPlace ? in
+                            : sharedOut ? c.allocate(bytes + 128).asSlice(128) : arena.allocate(bytes, 64);
+                        fill(in, 0, count, seed, r, ReduceOp.SUM, DataType.FLOAT32);
+                        long splitBefore = c.engine().splitAllReduces;
+                        c.allReduce(in, out, count, DataType.FLOAT32, ReduceOp.SUM);
+                        check("mix " + mix + (inPlace ? " in place" : " out of place") + " count " + count, out, 0,
+                            count, DataType.FLOAT32, i -> expected(seed, 2, i, ReduceOp.SUM, DataType.FLOAT32));
+                        // all four buffers shared (the in-place rank's output is its shared input): the split path
+                        assertEquals((mix & 7) == 7 ? 1 : 0, c.engine().splitAllReduces - splitBefore,
+                            "split path in mix " + mix);
+                        in.fill((byte) 0x5d);
+                        out.fill((byte) 0x5e);
+                    }
+                }
+            }
+        });
+    }
+
+    /**
      * Direct broadcast from a root whose buffer is allocate() memory (peers copy straight from it) or arena memory
      * (staged in rounds), out of place and in place, 2 and 3 ranks; the root overwrites its buffer right after the
      * call, so a root that returned while a peer still read its buffer would corrupt the peer's copy.
