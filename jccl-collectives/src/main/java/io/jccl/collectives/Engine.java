@@ -179,6 +179,9 @@ final class Engine {
         gsize = size;
         grank = rank;
         sourceOffsets = new long[size];
+        blockOffsets = new long[size];
+        outputs = new MemorySegment[size];
+        outputOffsets = new long[size];
     }
 
     // ------------------------------------------------------------------------------------------------ waiting
@@ -1217,12 +1220,9 @@ final class Engine {
         zeroCopyId = comm.allocationId(in);
         zeroCopyOffset = comm.lastAllocationOffset;
         long perRound = Math.max(1, t.directStagingBytes / es);
-        long firstDesc = -1;
-        if (size == 2) {
-            firstDesc = twoRankAllReduce(sig, in, out, count, type, op, perRound);
-            if (firstDesc < 0) {
-                return;
-            }
+        long firstDesc = chooseAllReduce(sig, in, out, count, type, op, perRound);
+        if (firstDesc < 0) {
+            return;
         }
         boolean first = true;
         for (long base = 0; base < count || first; base += perRound) {
@@ -1231,7 +1231,7 @@ final class Engine {
             MemorySegment mine = t.staging.segment();
             long desc;
             if (first && firstDesc >= 0) {
-                desc = firstDesc; // the first round was published and met by twoRankAllReduce
+                desc = firstDesc; // the first round was published and met by chooseAllReduce
             } else {
                 desc = publishInput(zeroCopyId, zeroCopyOffset + base * es, in, base * es, half, n * es);
                 directBarrier(sig, first);
@@ -1273,30 +1273,30 @@ final class Engine {
     private static final long OUT_IN_PLACE = 2;
 
     /**
-     * Two ranks choose among three all-reduce algorithms, and must choose the same one although each knows only its
-     * own buffers (in place or not is each rank's own choice, as in NCCL). The first round publishes, beside the input
-     * descriptor, where this rank's output is and how it relates to its input; after the first barrier both ranks
-     * decide from the same facts:
+     * The ranks choose among three direct all-reduce algorithms, and must choose the same one although each knows only
+     * its own buffers (in place or not is each rank's own choice, as in NCCL). The first round publishes, beside the
+     * input descriptor, where this rank's output is and how it relates to its input; after the first barrier every
+     * rank decides from the same facts:
      * <ul>
-     * <li>all four buffers in {@link Communicator#allocate} memory, each output either separate from its input or
-     * the input itself: each rank reduces its half of the vector from both inputs and writes it into both outputs
-     * ({@link #splitPairReduce}). Per rank that reads N bytes and writes N, the least a two-rank all-reduce can move,
-     * and every element is computed once, so both ranks hold bit-identical results. In place is safe: each half of
-     * each buffer is read and written by one rank only;</li>
-     * <li>both outputs separate from their inputs: each rank reduces the whole vector from both inputs, in rank order,
-     * into its own output ({@link #pairAllReduce}): it never writes the peer's memory and never reads lines the peer
-     * has just written (pulling those out of another core's cache was 2-5x slower than reading its unchanged input on
-     * this VM, depending on where the host put the vCPUs);</li>
-     * <li>otherwise the n-rank staged path, which the caller continues from the first round.</li>
+     * <li>every input and every output in {@link Communicator#allocate} memory, each output either separate from its
+     * input or the input itself: each rank reduces its slice of the vector from all inputs and writes it into all
+     * outputs ({@link #splitReduce}). Per rank that reads N bytes and writes N, the least an all-reduce over shared
+     * memory can move, and every element is computed once, so all ranks hold bit-identical results. In place is
+     * safe: each slice of each buffer is read and written by one rank only;</li>
+     * <li>two ranks whose outputs are both separate from their inputs: each rank reduces the whole vector from both
+     * inputs, in rank order, into its own output ({@link #pairAllReduce}): it never writes the peer's memory and never
+     * reads lines the peer has just written (pulling those out of another core's cache was 2-5x slower than reading
+     * its unchanged input on this VM, depending on where the host put the vCPUs);</li>
+     * <li>otherwise the staged path (reduce-scatter through staging, then every rank copies every slice), which the
+     * caller continues from the first round.</li>
      * </ul>
      *
-     * @return -1 when the all-reduce is done, else the first round's input descriptor for the n-rank path
+     * @return -1 when the all-reduce is done, else the first round's input descriptor for the staged path
      */
-    private long twoRankAllReduce(Signature sig, MemorySegment in, MemorySegment out, long count, DataType type,
-                                  ReduceOp op, long perRound) {
+    private long chooseAllReduce(Signature sig, MemorySegment in, MemorySegment out, long count, DataType type,
+                                 ReduceOp op, long perRound) {
         int es = type.sizeBytes();
         long bytes = count * es;
-        Peer p = t.peers[1 - rank];
         boolean inPlace = in.isNative() && out.isNative() && in.address() == out.address();
         boolean separate = disjoint(in, out, bytes);
         int inId = zeroCopyId;
@@ -1307,22 +1307,44 @@ final class Engine {
         long desc = publishInput(inId, inOffset, in, 0, half, Math.min(perRound, count) * es);
         publishOutput(desc, outId, outOffset, (separate ? OUT_SEPARATE : 0) | (inPlace ? OUT_IN_PLACE : 0));
         directBarrier(sig, true);
-        long peerOut = outputDescriptor(desc);
-        long peerFlags = p.control.get(ValueLayout.JAVA_LONG, peerOut + 24);
-        if (inId >= 0 && outId >= 0 && p.control.get(ValueLayout.JAVA_LONG, desc) == 1
-            && p.control.get(ValueLayout.JAVA_LONG, peerOut) == 1 && (peerFlags & (OUT_SEPARATE | OUT_IN_PLACE)) != 0) {
-            MemorySegment theirs = peerInput(p, desc, half);
-            long theirOffset = peerInputOffset;
-            MemorySegment theirOut = comm.mappedAllocation(p, (int) p.control.get(ValueLayout.JAVA_LONG, peerOut + 8),
-                deadline(), true);
-            long theirOutOffset = p.control.get(ValueLayout.JAVA_LONG, peerOut + 16);
-            splitPairReduce(in, theirs, theirOffset, out, theirOut, theirOutOffset, count, type, op);
+        long outDesc = outputDescriptor(desc);
+        boolean allShared = inId >= 0 && outId >= 0;
+        boolean allSeparate = separate;
+        for (int j = 0; j < size; j++) {
+            if (j == rank) {
+                continue;
+            }
+            MemorySegment c = t.peers[j].control;
+            long flags = c.get(ValueLayout.JAVA_LONG, outDesc + 24);
+            allShared &= c.get(ValueLayout.JAVA_LONG, desc) == 1 && c.get(ValueLayout.JAVA_LONG, outDesc) == 1
+                && (flags & (OUT_SEPARATE | OUT_IN_PLACE)) != 0;
+            allSeparate &= (flags & OUT_SEPARATE) != 0;
+        }
+        if (allShared) {
+            for (int j = 0; j < size; j++) {
+                if (j == rank) {
+                    sources[j] = in;
+                    sourceOffsets[j] = 0;
+                    outputs[j] = out;
+                    outputOffsets[j] = 0;
+                    continue;
+                }
+                Peer p = t.peers[j];
+                sources[j] = peerInput(p, desc, half);
+                sourceOffsets[j] = peerInputOffset;
+                outputs[j] = comm.mappedAllocation(p, (int) p.control.get(ValueLayout.JAVA_LONG, outDesc + 8),
+                    deadline(), true);
+                outputOffsets[j] = p.control.get(ValueLayout.JAVA_LONG, outDesc + 16);
+            }
+            splitReduce(count, type, op);
+            java.util.Arrays.fill(sources, null);
+            java.util.Arrays.fill(outputs, null);
             directRound++;
-            // neither rank returns while the other still reads its input or writes its output
+            // no rank returns while another still reads its input or writes its output
             directBarrier(sig, false);
             return -1;
         }
-        if (separate && (peerFlags & OUT_SEPARATE) != 0) {
+        if (size == 2 && allSeparate) {
             pairAllReduce(sig, in, out, count, type, op, perRound, desc);
             return -1;
         }
@@ -1330,7 +1352,7 @@ final class Engine {
     }
 
     /**
-     * The two-rank whole-vector all-reduce (see {@link #twoRankAllReduce}), in rounds of the staging size whether
+     * The two-rank whole-vector all-reduce (see {@link #chooseAllReduce}), in rounds of the staging size whether
      * or not this rank's input is zero copy (the peer's may not be, and both ranks must meet in the same barriers);
      * the first round was published and met at {@code firstDesc}. A closing barrier keeps either input from being
      * reused while the other rank still reads it.
@@ -1369,26 +1391,41 @@ final class Engine {
     /** Two-rank all-reduces that took the split path (tests check which path ran). */
     long splitAllReduces;
 
+    /** Outputs of every rank for {@link #splitReduce} (this rank's own, the peers' mapped writable). */
+    private final MemorySegment[] outputs;
+    private final long[] outputOffsets;
+    /** Source offsets of the current block in {@link #splitReduce}. */
+    private final long[] blockOffsets;
+
     /**
-     * This rank's half of a two-rank all-reduce: {@code out = in0 + in1} (rank order) over its block of the
-     * vector, each block then copied into the peer's output {@code theirOut} at {@code theirOutOffset}.
+     * This rank's slice of an all-reduce over shared buffers: {@code outputs[rank] = sum of sources} (rank order)
+     * over its block of the vector, a block at a time, each block then copied, still cached, into every other rank's
+     * output.
      */
-    private void splitPairReduce(MemorySegment in, MemorySegment theirs, long theirOffset, MemorySegment out,
-                                 MemorySegment theirOut, long theirOutOffset, long count, DataType type,
-                                 ReduceOp op) {
+    private void splitReduce(long count, DataType type, ReduceOp op) {
         int es = type.sizeBytes();
-        long lo = blockStart(count, 2, rank);
-        long end = lo + blockCount(count, 2, rank);
+        long lo = blockStart(count, size, rank);
+        long end = lo + blockCount(count, size, rank);
         long step = Math.max(1, SPLIT_BLOCK_BYTES / es);
+        MemorySegment mine = outputs[rank];
         splitAllReduces++;
         for (long i = lo; i < end; i += step) {
             long n = Math.min(step, end - i);
-            if (rank == 0) {
-                kernels.reduce(type, op, in, i * es, theirs, theirOffset + i * es, out, i * es, n, 2);
+            if (size == 2) {
+                // the two-source kernel call (no array of sources to read through)
+                kernels.reduce(type, op, sources[0], sourceOffsets[0] + i * es, sources[1],
+                    sourceOffsets[1] + i * es, mine, i * es, n, 2);
             } else {
-                kernels.reduce(type, op, theirs, theirOffset + i * es, in, i * es, out, i * es, n, 2);
+                for (int j = 0; j < size; j++) {
+                    blockOffsets[j] = sourceOffsets[j] + i * es;
+                }
+                kernels.reduce(type, op, sources, blockOffsets, size, mine, i * es, n, size);
             }
-            MemorySegment.copy(out, i * es, theirOut, theirOutOffset + i * es, n * es);
+            for (int j = 0; j < size; j++) {
+                if (j != rank) {
+                    MemorySegment.copy(mine, i * es, outputs[j], outputOffsets[j] + i * es, n * es);
+                }
+            }
         }
     }
 

@@ -294,19 +294,33 @@ class CollectivesTest {
     @Test
     void directZeroCopyFromAllocatedMemory() {
         Ranks.run(3, Ranks.loop().withAlgorithms("allreduce:direct").withDirectBytes(8192), c -> {
-            for (long count : new long[] {9000, 70001}) {
-                for (DataType type : new DataType[] {DataType.FLOAT32, DataType.BFLOAT16, DataType.INT64}) {
-                    for (ReduceOp op : new ReduceOp[] {ReduceOp.SUM, ReduceOp.AVG, ReduceOp.MAX}) {
-                        int es = type.sizeBytes();
-                        MemorySegment in = c.allocate(count * es + 64).asSlice(64); // offset inside the allocation
-                        MemorySegment out = c.allocate(count * es);
-                        fill(in, 0, count, 21, c.rank(), op, type);
-                        c.allReduce(in, out, count, type, op);
-                        check("zero-copy out-of-place " + type + " " + op, out, 0, count, type,
-                            i -> expected(21, 3, i, op, type));
-                        c.allReduce(in, in, count, type, op);
-                        check("zero-copy in-place " + type + " " + op, in, 0, count, type,
-                            i -> expected(21, 3, i, op, type));
+            try (Arena arena = Arena.ofConfined()) {
+                for (long count : new long[] {9000, 70001}) {
+                    for (DataType type : new DataType[] {DataType.FLOAT32, DataType.BFLOAT16, DataType.INT64}) {
+                        for (ReduceOp op : new ReduceOp[] {ReduceOp.SUM, ReduceOp.AVG, ReduceOp.MAX}) {
+                            int es = type.sizeBytes();
+                            MemorySegment in = c.allocate(count * es + 64).asSlice(64); // offset in the allocation
+                            MemorySegment out = c.allocate(count * es);
+                            fill(in, 0, count, 21, c.rank(), op, type);
+                            long split = c.engine().splitAllReduces;
+                            c.allReduce(in, out, count, type, op);
+                            check("zero-copy out-of-place " + type + " " + op, out, 0, count, type,
+                                i -> expected(21, 3, i, op, type));
+                            // all six buffers shared: every rank reduces its slice into all outputs
+                            assertEquals(split + 1, c.engine().splitAllReduces, "split path out of place");
+                            out.fill((byte) 0x71);
+                            c.allReduce(in, in, count, type, op);
+                            check("zero-copy in-place " + type + " " + op, in, 0, count, type,
+                                i -> expected(21, 3, i, op, type));
+                            assertEquals(split + 2, c.engine().splitAllReduces, "split path in place");
+                            // rank 2's output is not shared: the staged path
+                            MemorySegment other = c.rank() == 2 ? arena.allocate(count * es, 64) : out;
+                            fill(in, 0, count, 22, c.rank(), op, type);
+                            c.allReduce(in, other, count, type, op);
+                            check("zero-copy in, one output private " + type + " " + op, other, 0, count, type,
+                                i -> expected(22, 3, i, op, type));
+                            assertEquals(split + 2, c.engine().splitAllReduces, "staged path");
+                        }
                     }
                 }
             }
