@@ -45,6 +45,16 @@ def log(msg):
             f.write(line + "\n")
 
 
+def c_binary(name, compiler="gcc", flags=("-O2",)):
+    """Compiles bench/c/NAME.c into bench/.work/bin when the binary is missing or older than its source; its path."""
+    out = os.path.join(WORK, "bin")
+    os.makedirs(out, exist_ok=True)
+    exe, src = os.path.join(out, name), os.path.join(BENCH, "c", name + ".c")
+    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
+        subprocess.run([compiler, *flags, "-o", exe, src], check=True)
+    return exe
+
+
 def results_dir(kind, given=None):
     """bench/results/<kind>-<UTC stamp>/ (ignored by git), created once per process."""
     global _results_dir

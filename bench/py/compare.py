@@ -15,7 +15,6 @@ import glob
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -179,7 +178,7 @@ class Harness:
                  if cfg in self.a.configs and (netns or cfg != "netns")]
         if not where:
             return
-        exe = self.tcp_stream_bin()
+        exe = B.c_binary("tcp_stream")
         for cfg, path in where:
             for mode, size in STREAM_CASES:
                 self.port += 1
@@ -204,7 +203,7 @@ class Harness:
         split and split-with-streaming-stores patterns, at the sizes where the shm targets are memory-bound."""
         if "shm" not in self.a.configs:
             return
-        exe = self.c_bin("pair_allreduce_bw", ["-O3", "-march=native", "-pthread"])
+        exe = B.c_binary("pair_allreduce_bw", flags=("-O3", "-march=native", "-pthread"))
         for size, reps in ((16 * MIB, 40), (64 * MIB, 20)):
             what = f"pair_allreduce_bw {B.hsize(size)} {label}"
             self.quiet.wait(what)
@@ -214,18 +213,6 @@ class Harness:
                 p = line.split(",")
                 if len(p) == 5 and p[0] == "pair_allreduce":
                     self.ceil.setdefault((f"pair_{p[1]}", int(p[2]), 1), []).append(float(p[3]))
-
-    def tcp_stream_bin(self):
-        return self.c_bin("tcp_stream", ["-O2"])
-
-    def c_bin(self, name, flags):
-        """Compiles bench/c/NAME.c into bench/.work/bin when missing or older than its source."""
-        out = os.path.join(B.WORK, "bin")
-        os.makedirs(out, exist_ok=True)
-        exe, src = os.path.join(out, name), os.path.join(B.BENCH, "c", name + ".c")
-        if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
-            subprocess.run(["gcc", *flags, "-o", exe, src], check=True)
-        return exe
 
     def stream_ceiling(self, cfg, op, nbytes):
         """The TCP ceiling of a 2-rank collective's busbw at nbytes (GB/s, median over the run's measurements):

@@ -13,7 +13,6 @@ table of medians over rounds with JCCL/peer ratios.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -89,12 +88,7 @@ class Tools:
         self.mpi_bin = self.build_mpi()
 
     def build_mpi(self):
-        out = os.path.join(B.WORK, "bin")
-        os.makedirs(out, exist_ok=True)
-        exe, src = os.path.join(out, "mpi_nccl_tests"), os.path.join(B.BENCH, "c", "mpi_nccl_tests.c")
-        if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
-            subprocess.run(["mpicc.openmpi", "-O2", "-o", exe, src], check=True)
-        return exe
+        return B.c_binary("mpi_nccl_tests", compiler="mpicc.openmpi")
 
     def measured(self, label, cmd, env=None, timeout=600):
         self.quiet.wait(label)

@@ -732,15 +732,15 @@ public final class Communicator implements AutoCloseable {
         }
     }
 
-    /**
-     * Starts the operation holding the turn: usable check, sequence number, signature, deadline, flight recorder,
-     * COLL log line. Returns the recorder handle.
-     */
     /** Operations begun (for {@link #TIMED_EVERY}). */
     private long begunOps;
     /** One operation in this many is timed from its start; the rest from their first slow wait, if any. */
     static final int TIMED_EVERY = 16;
 
+    /**
+     * Starts the operation holding the turn: usable check, sequence number, signature, deadline, flight recorder,
+     * COLL log line. Returns the recorder handle.
+     */
     private long begin(Collective c, long count, DataType type, ReduceOp op, int root, long bytes, String algo) {
         checkUsable();
         // Point-to-point and one-sided calls involve some ranks only: they must not advance the collective

@@ -1229,12 +1229,10 @@ final class Engine {
             long n = Math.min(perRound, count - base);
             long half = halfOffset();
             MemorySegment mine = t.staging.segment();
-            long desc;
-            if (first && firstDesc >= 0) {
-                desc = firstDesc; // the first round was published and met by chooseAllReduce
-            } else {
+            long desc = firstDesc; // the first round was published and met by chooseAllReduce
+            if (!first) {
                 desc = publishInput(zeroCopyId, zeroCopyOffset + base * es, in, base * es, half, n * es);
-                directBarrier(sig, first);
+                directBarrier(sig, false);
             }
             first = false;
             long lo = blockStart(n, size, rank);
@@ -1308,7 +1306,7 @@ final class Engine {
         publishOutput(desc, outId, outOffset, (separate ? OUT_SEPARATE : 0) | (inPlace ? OUT_IN_PLACE : 0));
         directBarrier(sig, true);
         long outDesc = outputDescriptor(desc);
-        boolean allShared = inId >= 0 && outId >= 0;
+        boolean allShared = inId >= 0 && outId >= 0 && allZeroCopy(desc);
         boolean allSeparate = separate;
         for (int j = 0; j < size; j++) {
             if (j == rank) {
@@ -1316,8 +1314,7 @@ final class Engine {
             }
             MemorySegment c = t.peers[j].control;
             long flags = c.get(ValueLayout.JAVA_LONG, outDesc + 24);
-            allShared &= c.get(ValueLayout.JAVA_LONG, desc) == 1 && c.get(ValueLayout.JAVA_LONG, outDesc) == 1
-                && (flags & (OUT_SEPARATE | OUT_IN_PLACE)) != 0;
+            allShared &= c.get(ValueLayout.JAVA_LONG, outDesc) == 1 && (flags & (OUT_SEPARATE | OUT_IN_PLACE)) != 0;
             allSeparate &= (flags & OUT_SEPARATE) != 0;
         }
         if (allShared) {
@@ -1384,11 +1381,12 @@ final class Engine {
     }
 
     /**
-     * Block of the split two-rank all-reduce: reduced into this rank's output, then copied into the peer's while
-     * still in this core's cache (16 KiB to 1 MiB measured the same within the noise; 64 KiB fits L2 with room).
+     * Block of the split all-reduce: reduced into this rank's output, then copied into the other outputs while still
+     * in this core's cache (with 2 ranks 16 KiB to 1 MiB measured the same within the noise; 64 KiB fits L2 with
+     * room).
      */
     static final long SPLIT_BLOCK_BYTES = 64 * 1024;
-    /** Two-rank all-reduces that took the split path (tests check which path ran). */
+    /** All-reduces that took the split path (tests check which path ran). */
     long splitAllReduces;
 
     /** Outputs of every rank for {@link #splitReduce} (this rank's own, the peers' mapped writable). */

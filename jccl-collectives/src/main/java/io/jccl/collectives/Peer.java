@@ -50,7 +50,7 @@ final class Peer {
 
     /** The peer's Communicator.allocate() regions mapped here (direct zero copy), by allocation id. */
     final java.util.Map<Integer, MemorySegment> allocations = new java.util.HashMap<>();
-    /** The same, mapped writable (the two-rank all-reduce writes its half of the result into the peer's output). */
+    /** The same, mapped writable (the split all-reduce writes this rank's slice of the result into them). */
     final java.util.Map<Integer, MemorySegment> writableAllocations = new java.util.HashMap<>();
 
     volatile String failure;

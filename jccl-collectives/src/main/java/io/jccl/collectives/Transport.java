@@ -69,9 +69,10 @@ final class Transport implements AutoCloseable {
     /** Control block: two input descriptors (by barrier epoch parity): mode (0 staged, 1 allocation), id, offset. */
     static final long CTRL_DESC = 256;
     /**
-     * Control block: two output descriptors (by barrier epoch parity), same layout: where a two-rank all-reduce's
-     * output lies, so that when both outputs are {@code Communicator.allocate} memory each rank writes its half of
-     * the result into both.
+     * Control block: two output descriptors (by barrier epoch parity): mode, id, offset as the input descriptors,
+     * then how the output relates to the input (separate, in place, overlapping). A direct all-reduce publishes it so
+     * that all ranks choose the same algorithm, and so that, when every output is {@code Communicator.allocate}
+     * memory, each rank can write its slice of the result into all of them.
      */
     static final long CTRL_OUT_DESC = 320;
     /**
@@ -283,7 +284,6 @@ final class Transport implements AutoCloseable {
         p.pendingCredits = 0;
     }
 
-    /** Offset in this rank's inbox of {@code p} of the clear-to-send descriptor number {@code index}. */
     /**
      * The shared work request set up as a signaled RDMA WRITE WITH IMM to {@code p}; {@code copied}: posted INLINE
      * (the provider copies it at post time) and marked so that nothing waits for its completion.
@@ -294,6 +294,7 @@ final class Transport implements AutoCloseable {
             .flags(copied ? SendFlag.SIGNALED | SendFlag.INLINE : SendFlag.SIGNALED);
     }
 
+    /** Offset in this rank's inbox of {@code p} of the clear-to-send descriptor number {@code index}. */
     long ctsOffset(Peer p, long index) {
         return (long) slots * p.slotBytes + (index % CTS_SLOTS) * CTS_BYTES;
     }
