@@ -9,6 +9,9 @@
 //   split-nt  split with non-temporal (streaming) stores into both outputs: no read-for-ownership of the written
 //             lines. Java cannot issue such stores (neither the Vector API nor MemorySegment.copy has them), so this
 //             row says what the machine could do beyond what a JVM library can.
+//   inplace   split in place (out_r = in_r, as torch's all_reduce(tensor) and gloo work): each thread reads its half
+//             of both buffers and writes the sum back into both, lines it has just read, so no store needs a
+//             read-for-ownership (reads N, writes N per thread with ordinary stores)
 // Compiled with -O3 -march=native (the compiler vectorises the loops; split-nt uses AVX intrinsics when present).
 //
 //   pair_allreduce_bw BYTES REPS       prints one CSV line per pattern: pair_allreduce,PATTERN,BYTES,median_us,min_us
@@ -22,10 +25,11 @@
 #endif
 
 #define BLOCK_FLOATS (64 * 1024 / 4)
+#define INPLACE 3
 
 static long count;
 static float *in[2], *out[2];
-static int pattern, reps;
+static int pattern, reps, timed = 1;
 static double *times;
 static pthread_barrier_t barrier;
 
@@ -66,16 +70,48 @@ static void split_nt(int r) {
     for (; k < hi; k++) o[k] = p[k] = a[k] + b[k];
 }
 
+static void split_inplace(int r) {
+    long lo = r * (count / 2), hi = r == 0 ? count / 2 : count;
+    float *a = in[0], *b = in[1];
+    for (long k = lo; k < hi; k++) {
+        float x = a[k] + b[k];
+        a[k] = x;
+        b[k] = x;
+    }
+}
+
+static void run_pattern(int r) {
+    switch (pattern) {
+        case 0: whole(r); break;
+        case 1: split(r); break;
+        case 2: split_nt(r); break;
+        default: split_inplace(r); break;
+    }
+}
+
 static void *rank(void *arg) {
     int r = (int) (long) arg;
     for (int it = 0; it < reps; it++) {
         pthread_barrier_wait(&barrier);
         double t0 = now();
-        if (pattern == 0) whole(r); else if (pattern == 1) split(r); else split_nt(r);
+        run_pattern(r);
         pthread_barrier_wait(&barrier);
-        if (r == 0) times[it] = now() - t0;
+        if (r == 0 && timed) times[it] = now() - t0;
     }
     return NULL;
+}
+
+static void run_threads(void) {
+    pthread_t t[2];
+    pthread_barrier_init(&barrier, NULL, 2);
+    for (long r = 0; r < 2; r++) pthread_create(&t[r], NULL, rank, (void *) r);
+    for (int r = 0; r < 2; r++) pthread_join(t[r], NULL);
+    pthread_barrier_destroy(&barrier);
+}
+
+static void init_inputs(void) {
+    for (int i = 0; i < 2; i++)
+        for (long k = 0; k < count; k++) in[i][k] = (float) (k % 7 + i);
 }
 
 static int by_value(const void *x, const void *y) {
@@ -98,15 +134,24 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 2; i++) {
         in[i] = aligned_alloc(4096, (size_t) count * 4 + 4096);
         out[i] = aligned_alloc(4096, (size_t) count * 4 + 4096);
-        for (long k = 0; k < count; k++) { in[i][k] = (float) (k % 7 + i); out[i][k] = 0; }
+        for (long k = 0; k < count; k++) out[i][k] = 0;
     }
-    static const char *names[] = {"whole", "split", "split-nt"};
-    for (pattern = 0; pattern < 3; pattern++) {
-        pthread_barrier_init(&barrier, NULL, 2);
-        pthread_t t[2];
-        for (long r = 0; r < 2; r++) pthread_create(&t[r], NULL, rank, (void *) r);
-        for (int r = 0; r < 2; r++) pthread_join(t[r], NULL);
-        pthread_barrier_destroy(&barrier);
+    init_inputs();
+    static const char *names[] = {"whole", "split", "split-nt", "inplace"};
+    for (pattern = 0; pattern <= INPLACE; pattern++) {
+        run_threads();
+        if (pattern == INPLACE) { // the repetitions summed the sums: start again from the inputs, once, for the check
+            init_inputs();
+            int saved = reps;
+            reps = 1;
+            timed = 0;
+            run_threads();
+            reps = saved;
+            timed = 1;
+            memcpy(out[0], in[0], (size_t) count * 4);
+            memcpy(out[1], in[1], (size_t) count * 4);
+            init_inputs();
+        }
         for (long k = 0; k < count; k++) { // every pattern must have produced the sum in both outputs
             float want = (float) (k % 7) + (float) (k % 7 + 1);
             if (out[0][k] != want || out[1][k] != want) {

@@ -24,6 +24,7 @@ import benchlib as B  # noqa: E402
 MIB = B.MIB
 FULL_AR = [8, 1024, 65536, MIB, 16 * MIB, 64 * MIB]
 BC_AG = [MIB, 16 * MIB]
+INPLACE = "allreduce_inplace"   # CollectiveBench's in-place all-reduce (send buffer = receive buffer)
 OMPI = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "pml", "ob1"]
 HERE = os.path.dirname(os.path.abspath(__file__))
 NETNS_PREFIX = os.environ.get("JCCL_BENCH_NETNS_PREFIX", "jbench")   # not "jccl": the tcp tests use that one
@@ -58,7 +59,7 @@ STREAM_CASES = (("oneway-spin", 16 * MIB), ("oneway-block", 16 * MIB), ("bidir",
 
 
 def factor(op, n):
-    return 2.0 * (n - 1) / n if op == "allreduce" else (n - 1) / n if op == "allgather" else 1.0
+    return 2.0 * (n - 1) / n if op.startswith("allreduce") else (n - 1) / n if op == "allgather" else 1.0
 
 
 class Harness:
@@ -272,7 +273,10 @@ class Harness:
         s2 = spec_of(ar, BC_AG)
         jobs = []  # (config, impl, np, spec, kind) ; kind: jccl-shm / jccl-tcp / peer
         if "shm" in a.configs:
-            jobs += [("shm", "jccl-shm", 2, s2, "shm"), ("shm", "ompi-c", 2, s2, None),
+            # gloo has only the in-place all-reduce (torch's all_reduce(tensor)); JCCL runs both, and its in-place
+            # one is what the gloo ratio compares (CollectiveBench's allreduce_inplace).
+            s2_shm = s2 + ";" + INPLACE + ":" + ",".join(str(x) for x in ar)
+            jobs += [("shm", "jccl-shm", 2, s2_shm, "shm"), ("shm", "ompi-c", 2, s2, None),
                      ("shm", "ompi-mpi4py", 2, s2, None), ("shm", "torch-gloo", 2, s2, None)]
         if "tcp" in a.configs:
             jobs += [("tcp", "jccl-tcp", 2, s2, "tcp"), ("tcp", "ompi-c-tcp", 2, s2, None)]
@@ -397,22 +401,28 @@ def report(h, a, t_start):
 
     # ---- 2 ranks shm
     if "shm" in a.configs:
-        A("### 2 ranks, shared memory: allreduce float32 sum (out-of-place)\n")
+        A("### 2 ranks, shared memory: allreduce float32 sum (out-of-place; in place beside gloo)\n")
         A("Open MPI: `mpirun --allow-run-as-root --mca pml ob1 --mca btl self,vader` (vader + CMA). gloo is TCP on "
-          "loopback (it has no shared-memory transport) and allreduces in place (torch API).\n")
+          "loopback (it has no shared-memory transport) and allreduces in place: torch's `all_reduce(tensor)` has "
+          "no other form, and DDP's gradient buckets use it. JCCL runs both forms: out of place against Open MPI's "
+          "out-of-place `MPI_Allreduce`, in place (`JCCL in-place`, send buffer = receive buffer) against gloo. "
+          "`JCCL oop/gloo` is the out-of-place figure over gloo's in-place one, for reference.\n")
         impls = ["jccl-shm", "ompi-c", "ompi-mpi4py", "torch-gloo"]
         rows = []
         for s in FULL_AR:
             bj = h.busbw("shm", "jccl-shm", "allreduce", s, 2)
+            bji = h.busbw("shm", "jccl-shm", INPLACE, s, 2)
             bo = h.busbw("shm", "ompi-c", "allreduce", s, 2)
             bg = h.busbw("shm", "torch-gloo", "allreduce", s, 2)
             mc, msz = h.memcpy_for(s)
             rows.append([B.hsize(s), h.algo.get(("shm", "jccl-shm", "allreduce", s), "?")]
                         + [h.cell_us("shm", i, "allreduce", s) for i in impls]
-                        + [tcell(bj), tcell(bo), tcell(bg), B.fmt(B.ratio(bj, bo), 2), B.fmt(B.ratio(bj, bg), 1),
-                           B.fmt(B.ratio(bj, mc), 2)])
-        A(B.md_table(["size", "JCCL algo", "JCCL µs", "Open MPI C µs", "mpi4py µs", "gloo µs", "JCCL busbw",
-                      "OMPI C busbw", "gloo busbw", "JCCL/OMPI C", "JCCL/gloo", "JCCL busbw / memcpy 1T"], rows))
+                        + [h.cell_us("shm", "jccl-shm", INPLACE, s)]
+                        + [tcell(bj), tcell(bo), tcell(bg), B.fmt(B.ratio(bj, bo), 2), B.fmt(B.ratio(bji, bg), 1),
+                           B.fmt(B.ratio(bj, bg), 1), B.fmt(B.ratio(bj, mc), 2)])
+        A(B.md_table(["size", "JCCL algo", "JCCL µs", "Open MPI C µs", "mpi4py µs", "gloo µs", "JCCL in-place µs",
+                      "JCCL busbw", "OMPI C busbw", "gloo busbw", "JCCL/OMPI C", "JCCL in-place/gloo",
+                      "JCCL oop/gloo", "JCCL busbw / memcpy 1T"], rows))
         A("`JCCL busbw / memcpy 1T`: JCCL's busbw divided by single-thread glibc memcpy GB/s (bytes copied) measured "
           "in this run at 1 MiB (for sizes ≤ 1 MiB), 16 MiB, or 256 MiB (for 64 MiB).\n")
         pair_sizes = [n for n in (16 * MIB, 64 * MIB) if h.ceil.get(("pair_split", n, 1))]
@@ -421,11 +431,14 @@ def report(h, a, t_start):
               "round and at the end of the run, median [min–max] µs): two threads over four shared buffers, `whole` = each computes the whole vector, `split` = "
               "each computes its half into both outputs (the least memory traffic; JCCL's path when all four buffers "
               "are `Communicator.allocate()` memory), `split-nt` = the same with streaming stores, which Java code "
-              "cannot issue.\n")
-            A(B.md_table(["size", "whole µs", "split µs", "split-nt µs", "JCCL µs"],
+              "cannot issue, `inplace` = split with each output its own input (no store needs a read for "
+              "ownership: the line was just read).\n")
+            A(B.md_table(["size", "whole µs", "split µs", "split-nt µs", "JCCL µs", "inplace µs", "JCCL in-place µs"],
                          [[B.hsize(n)] + [B.spread(h.ceil.get((f"pair_{pt}", n, 1), []), 0)
                                           for pt in ("whole", "split", "split-nt")]
-                          + [tcell(h.med("shm", "jccl-shm", "allreduce", n))] for n in pair_sizes]))
+                          + [tcell(h.med("shm", "jccl-shm", "allreduce", n)),
+                             B.spread(h.ceil.get(("pair_inplace", n, 1), []), 0),
+                             tcell(h.med("shm", "jccl-shm", INPLACE, n))] for n in pair_sizes]))
         for s in (8, 1024):
             tj, to = h.med("shm", "jccl-shm", "allreduce", s), h.med("shm", "ompi-c", "allreduce", s)
             tb = h.best_ompi("shm", "allreduce", s)
@@ -441,17 +454,19 @@ def report(h, a, t_start):
                             else f"{tcell(bj)} vs {tcell(bo)} GB/s", None if r is None else r >= 2,
                             None if tj is None or tb is None else tb / tj >= 2))
         for s in FULL_AR:
-            bj, bg = h.busbw("shm", "jccl-shm", "allreduce", s, 2), h.busbw("shm", "torch-gloo", "allreduce", s, 2)
-            r = B.ratio(bj, bg)
-            text = f"{B.fmt(r, 1)}×" if r is not None else "—"
-            split, nt = (B.median(h.ceil.get((f"pair_{pt}", s, 1), [])) for pt in ("split", "split-nt"))
+            # Like for like: JCCL's in-place all-reduce against gloo's (the only form gloo has); the out-of-place
+            # ratio is quoted beside it.
+            bji, bj = h.busbw("shm", "jccl-shm", INPLACE, s, 2), h.busbw("shm", "jccl-shm", "allreduce", s, 2)
+            bg = h.busbw("shm", "torch-gloo", "allreduce", s, 2)
+            r, roop = B.ratio(bji, bg), B.ratio(bj, bg)
+            text = (f"in place {B.fmt(r, 1)}× (out of place {B.fmt(roop, 1)}×)" if r is not None
+                    else f"out of place {B.fmt(roop, 1)}×" if roop is not None else "—")
+            inplace = B.median(h.ceil.get(("pair_inplace", s, 1), []))
             tg = h.med("shm", "torch-gloo", "allreduce", s)
-            if r is not None and r < 10 and split is not None and tg is not None:
-                # How far the machine itself is from the target: the same pattern in C, with and without
-                # streaming stores.
-                text += (f"; 10× needs ≤ {B.fmt(tg / 10, 0)} µs, C split {B.fmt(split, 0)} µs, with streaming "
-                         f"stores {B.fmt(nt, 0)} µs")
-            targets.append(("2 ranks shm", f"allreduce busbw at {B.hsize(s)} ≥ 10× gloo", text,
+            if r is not None and r < 10 and inplace is not None and tg is not None:
+                # How far the machine itself is from the target: the same pattern in C.
+                text += f"; 10× needs ≤ {B.fmt(tg / 10, 0)} µs, C in place {B.fmt(inplace, 0)} µs"
+            targets.append(("2 ranks shm", f"allreduce busbw at {B.hsize(s)} ≥ 10× gloo (both in place)", text,
                             None if r is None else r >= 10))
         A("### 2 ranks, shared memory: broadcast and allgather — µs per op (busbw GB/s)\n")
         rows = []

@@ -23,7 +23,7 @@ import java.util.Locale;
  * target / estimate clamped to [3, 20000]; then {@code blocks} blocks of Barrier + iters ops, block time = MAX over
  * ranks of (elapsed / iters); median, min and max over the blocks. float32, SUM, out-of-place allreduce, broadcast
  * from root 0 in place, allgather of count = bytes / 4 / n floats per rank. algbw = bytes / median; busbw = algbw ×
- * 2(n-1)/n (allreduce), (n-1)/n (allgather), 1 (broadcast), as nccl-tests. Buffers come from the communicator's
+ * 2(n-1)/n (allreduce, and {@code allreduce_inplace}: send buffer = receive buffer), (n-1)/n (allgather), 1 (broadcast), as nccl-tests. Buffers come from the communicator's
  * allocator (registered, page-aligned): one send and one receive buffer for the largest size, used from their
  * start by every size. After the
  * blocks every element of the result is checked (allreduce: n(n+1)/2; broadcast: 1; allgather: segment r = r+1);
@@ -41,6 +41,12 @@ public final class CollectiveBench {
     private CollectiveBench() {
     }
 
+    /**
+     * The in-place all-reduce (send buffer = receive buffer), as torch.distributed's {@code all_reduce(tensor)} and
+     * DDP's gradient buckets call it: gloo has only this form, so it is the like-for-like comparison with gloo.
+     */
+    static final String ALLREDUCE_IN_PLACE = "allreduce_inplace";
+
     /** One (op, bytes) pair of the spec. */
     record Case(String op, long bytes) {
     }
@@ -57,8 +63,10 @@ public final class CollectiveBench {
                 continue;
             }
             String op = part.substring(0, colon).trim();
-            if (!op.equals("allreduce") && !op.equals("bcast") && !op.equals("allgather")) {
-                throw new IllegalArgumentException("unknown op " + op + " (allreduce, bcast, allgather)");
+            if (!op.equals("allreduce") && !op.equals(ALLREDUCE_IN_PLACE) && !op.equals("bcast")
+                && !op.equals("allgather")) {
+                throw new IllegalArgumentException("unknown op " + op + " (allreduce, " + ALLREDUCE_IN_PLACE
+                    + ", bcast, allgather)");
             }
             for (String size : part.substring(colon + 1).split(",")) {
                 if (!size.isBlank()) {
@@ -105,7 +113,8 @@ public final class CollectiveBench {
         MemorySegment sendAll = comm.allocate(maxSend);
         MemorySegment recvAll = comm.allocate(maxRecv);
         for (Case c : cases) {
-            boolean ar = c.op().equals("allreduce");
+            boolean inPlace = c.op().equals(ALLREDUCE_IN_PLACE);
+            boolean ar = inPlace || c.op().equals("allreduce");
             boolean ag = c.op().equals("allgather");
             long count = Math.max(1, ag ? c.bytes() / 4 / n : c.bytes() / 4);
             long recvCount = count * (ag ? n : 1);
@@ -119,7 +128,10 @@ public final class CollectiveBench {
             }
             rb.fill((byte) 0);
             double factor = ar ? 2.0 * (n - 1) / n : ag ? (double) (n - 1) / n : 1.0;
-            Runnable op = ar ? () -> comm.allReduceSum(sb, rb, count)
+            // In place the values grow n-fold per operation (to infinity after some hundred: adding infinities
+            // costs what adding finite floats does); the check below starts again from rank + 1.
+            Runnable op = inPlace ? () -> comm.allReduceSum(sb, sb, count)
+                : ar ? () -> comm.allReduceSum(sb, rb, count)
                 : ag ? () -> comm.allGather(sb, rb, count)
                 : () -> comm.broadcast(sb, count, 0);
             if (jitWarmupSeconds > 0) {
@@ -137,7 +149,14 @@ public final class CollectiveBench {
                 double t = timeOps(op, iters) / iters;
                 res[b] = comm.maxOverRanks(t);
             }
-            String bad = check(c.op(), rank, n, sb, rb, count);
+            if (inPlace) {
+                for (long i = 0; i < count; i++) {
+                    sb.setAtIndex(ValueLayout.JAVA_FLOAT, i, rank + 1);
+                }
+                comm.barrier();
+                op.run();
+            }
+            String bad = check(inPlace ? "allreduce" : c.op(), rank, n, sb, inPlace ? sb : rb, count);
             if (bad != null) {
                 System.err.printf(Locale.ROOT, "rank %d %s %d: %s%n", rank, c.op(), c.bytes(), bad);
                 System.err.flush();

@@ -54,7 +54,7 @@ final class JcclBackend implements BenchBackend {
     @Override
     public String algorithm(String op, long bytes) {
         Collective c = switch (op) {
-            case "allreduce" -> Collective.ALL_REDUCE;
+            case "allreduce", "allreduce_inplace" -> Collective.ALL_REDUCE;
             case "allgather" -> Collective.ALL_GATHER;
             default -> Collective.BROADCAST;
         };
