@@ -100,6 +100,8 @@ public final class Communicator implements AutoCloseable {
     private final MemorySegment[] bounce = new MemorySegment[3];
     private List<PendingP2p> group;
     private final String[] hosts;
+    /** Devices this rank tried to open at creation, opened or not (tests check that unneeded ones were not). */
+    final java.util.Set<String> devicesTried = new java.util.LinkedHashSet<>();
     private int[] localGroup;
     private int[] leaderGroup;
 
@@ -199,18 +201,15 @@ public final class Communicator implements AutoCloseable {
         String hostId = hostIdentity(options);
         long pid = ProcessHandle.current().pid();
         List<String> order = preferredDevices();
-        // Devices this rank can open, so both sides of a pair pick the same one.
+        // Devices this rank opened, published so that both sides of a pair pick the same one. Same-host devices
+        // (shared memory) open now; network devices only once some pair turns out to need one (below): on one
+        // host they would go unused, and opening tcp0 (sockets, selector, interface scan) costs a rank 20-45 ms of
+        // start-up on this machine kind.
         Map<String, Transport.DeviceResources> opened = new LinkedHashMap<>();
         Map<String, String> unavailable = new LinkedHashMap<>();
         int cqCapacity = Math.max(1024, 2 * size * (2 * options.slots() + 64) + 64);
         if (size > 1) {
-            for (String d : order) {
-                try {
-                    opened.put(d, Transport.open(d, cqCapacity));
-                } catch (RuntimeException e) {
-                    unavailable.put(d, e.getMessage());
-                }
-            }
+            openDevices(order, true, cqCapacity, opened, unavailable);
         }
         String nonce = Long.toHexString(SecureIds.nonce());
         String devs = String.join(",", opened.keySet());
@@ -260,36 +259,55 @@ public final class Communicator implements AutoCloseable {
             peersHello[j] = f;
             hosts[j] = f[4];
         }
-        // Choose a device per peer.
+        // Choose a device per peer: the first of the preferred order that both ends opened. A pair whose choice
+        // reaches a network device first needs the network devices of both ends, which open now, and a second
+        // exchange says which each end opened (pairs are symmetric: both ends of such a pair take part).
         Peer[] peers = new Peer[size];
         boolean allSameHost = true;
+        String[] choice = new String[size];
+        StringBuilder[] why = new StringBuilder[size];
+        List<List<String>> theirDevices = new ArrayList<>();
+        boolean needNetwork = false;
+        for (int j = 0; j < size; j++) {
+            theirDevices.add(j == rank ? List.of() : new ArrayList<>(Arrays.asList(peersHello[j][7].split(","))));
+            if (j != rank) {
+                boolean sameHost = peersHello[j][4].equals(hostId);
+                allSameHost &= sameHost;
+                why[j] = new StringBuilder();
+                choice[j] = chooseDevice(order, j, sameHost, peersHello[j][4], opened, unavailable,
+                    theirDevices.get(j), true, why[j]);
+                needNetwork |= NETWORK_NEEDED.equals(choice[j]);
+            }
+        }
+        if (needNetwork) {
+            openDevices(order, false, cqCapacity, opened, unavailable);
+            List<String> network = new ArrayList<>();
+            for (String d : opened.keySet()) {
+                if (!isSameHostDevice(d)) {
+                    network.add(d);
+                }
+            }
+            store.setString("devices/" + rank, network.isEmpty() ? "-" : String.join(",", network),
+                remaining(deadline));
+            for (int j = 0; j < size; j++) {
+                if (j != rank && NETWORK_NEEDED.equals(choice[j])) {
+                    String theirs = store.getString("devices/" + j, remaining(deadline));
+                    if (!theirs.equals("-")) {
+                        theirDevices.get(j).addAll(Arrays.asList(theirs.split(",")));
+                    }
+                    why[j] = new StringBuilder();
+                    choice[j] = chooseDevice(order, j, peersHello[j][4].equals(hostId), peersHello[j][4], opened,
+                        unavailable, theirDevices.get(j), false, why[j]);
+                }
+            }
+        }
         for (int j = 0; j < size; j++) {
             if (j == rank) {
                 continue;
             }
             boolean sameHost = peersHello[j][4].equals(hostId);
-            allSameHost &= sameHost;
-            List<String> theirs = Arrays.asList(peersHello[j][7].split(","));
-            String chosen = null;
-            StringBuilder reasons = new StringBuilder();
-            for (String d : order) {
-                boolean isShm = d.startsWith("shm");
-                if (isShm && !sameHost) {
-                    reasons.append("no shared memory with rank ").append(j).append(": different host (")
-                        .append(peersHello[j][4]).append("); ");
-                    continue;
-                }
-                if (!opened.containsKey(d)) {
-                    reasons.append(d).append(" unavailable here (").append(unavailable.get(d)).append("); ");
-                    continue;
-                }
-                if (!theirs.contains(d)) {
-                    reasons.append("rank ").append(j).append(" cannot open ").append(d).append("; ");
-                    continue;
-                }
-                chosen = d;
-                break;
-            }
+            String chosen = choice[j];
+            StringBuilder reasons = why[j];
             if (chosen == null) {
                 closeDevices(opened);
                 throw new CollectiveException("rank " + rank + " has no transport in common with rank " + j + ": "
@@ -309,6 +327,8 @@ public final class Communicator implements AutoCloseable {
             peers[j].pid = Long.parseLong(peersHello[j][5]);
             peers[j].sameHost = sameHost;
         }
+        devicesTried.addAll(opened.keySet());
+        devicesTried.addAll(unavailable.keySet());
         // Close devices nobody uses.
         Map<String, Transport.DeviceResources> used = new LinkedHashMap<>();
         for (Peer p : peers) {
@@ -471,6 +491,62 @@ public final class Communicator implements AutoCloseable {
 
     private String fingerprintHash() {
         return Integer.toHexString(options.fingerprint().hashCode());
+    }
+
+    /** {@link #chooseDevice} result: a network device comes first in the order and has not been opened yet. */
+    private static final String NETWORK_NEEDED = "(network)";
+
+    /** Devices that reach only ranks of this host (shared memory). */
+    private static boolean isSameHostDevice(String device) {
+        return device.startsWith("shm");
+    }
+
+    /**
+     * Opens the devices of {@code order} of one kind (same-host ones, or network ones) that are not open yet;
+     * failures go to {@code unavailable} with their reason.
+     */
+    private static void openDevices(List<String> order, boolean sameHostDevices, int cqCapacity,
+                                    Map<String, Transport.DeviceResources> opened, Map<String, String> unavailable) {
+        for (String d : order) {
+            if (isSameHostDevice(d) == sameHostDevices && !opened.containsKey(d) && !unavailable.containsKey(d)) {
+                try {
+                    opened.put(d, Transport.open(d, cqCapacity));
+                } catch (RuntimeException e) {
+                    unavailable.put(d, e.getMessage());
+                }
+            }
+        }
+    }
+
+    /**
+     * The device for the pair with rank {@code peer}: the first of {@code order} that both ends opened (and that
+     * reaches the peer); null if none, with the reasons in {@code reasons}. With {@code deferNetwork}, reaching a
+     * network device this rank has not tried to open yet returns {@link #NETWORK_NEEDED}: the choice then waits
+     * for both ends' network devices. Both ends compute the same answer from the same facts.
+     */
+    private static String chooseDevice(List<String> order, int peer, boolean sameHost, String peerHost,
+                                       Map<String, Transport.DeviceResources> opened, Map<String, String> unavailable,
+                                       List<String> theirs, boolean deferNetwork, StringBuilder reasons) {
+        for (String d : order) {
+            if (isSameHostDevice(d) && !sameHost) {
+                reasons.append("no shared memory with rank ").append(peer).append(": different host (")
+                    .append(peerHost).append("); ");
+                continue;
+            }
+            if (deferNetwork && !isSameHostDevice(d) && !opened.containsKey(d) && !unavailable.containsKey(d)) {
+                return NETWORK_NEEDED;
+            }
+            if (!opened.containsKey(d)) {
+                reasons.append(d).append(" unavailable here (").append(unavailable.get(d)).append("); ");
+                continue;
+            }
+            if (!theirs.contains(d)) {
+                reasons.append("rank ").append(peer).append(" cannot open ").append(d).append("; ");
+                continue;
+            }
+            return d;
+        }
+        return null;
     }
 
     private List<String> preferredDevices() {

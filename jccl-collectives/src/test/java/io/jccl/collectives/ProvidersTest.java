@@ -50,6 +50,45 @@ class ProvidersTest {
     }
 
     @Test
+    void oneHostJobOpensNoNetworkDevice() {
+        Ranks.run(3, CommunicatorOptions.defaults().withTimeout(Duration.ofSeconds(30)), c -> {
+            assertEquals(java.util.Set.of("shm0"), c.devicesTried);
+            assertTrue(c.transportOf((c.rank() + 1) % 3).startsWith("shm0"), c.transportOf((c.rank() + 1) % 3));
+        });
+    }
+
+    @Test
+    void networkDevicePreferredBeforeShmIsOpenedAndChosen() {
+        // tcp0 first in the order: every pair's choice reaches it before shm0, so it opens in the second exchange
+        Ranks.run(2, CommunicatorOptions.defaults().withTransports("tcp0,shm0").withTimeout(Duration.ofSeconds(30)),
+            c -> {
+                assertTrue(c.transportOf(1 - c.rank()).startsWith("tcp0"), c.transportOf(1 - c.rank()));
+                int[] v = {c.rank() + 1};
+                c.allReduce(v, ReduceOp.SUM);
+                assertEquals(3, v[0]);
+            });
+    }
+
+    @Test
+    void onlyRanksWithRemotePeersOpenNetworkDevices() {
+        // ranks 0 and 1 share hostA, rank 2 is alone on hostB: every rank talks to rank 2 over tcp0, but the pair
+        // 0-1 settles on shm0 in the first exchange
+        Ranks.runWith(3, (store, rank, size) -> Communicator.create(store, rank, size,
+            CommunicatorOptions.defaults().withTimeout(Duration.ofSeconds(30)).withHostId(rank < 2 ? "hostA" : "hostB")),
+            c -> {
+                if (c.rank() < 2) {
+                    assertTrue(c.transportOf(1 - c.rank()).startsWith("shm0"), c.transportOf(1 - c.rank()));
+                    assertEquals(java.util.Set.of("shm0", "tcp0"), c.devicesTried);
+                    assertTrue(c.transportOf(2).startsWith("tcp0"), c.transportOf(2));
+                } else {
+                    assertTrue(c.transportOf(0).startsWith("tcp0"), c.transportOf(0));
+                    assertTrue(c.transportOf(1).startsWith("tcp0"), c.transportOf(1));
+                }
+                CollectivesTest.everything(c, "mixed3", false);
+            });
+    }
+
+    @Test
     void shmDisabledFallsBackToTcp() {
         Ranks.run(2, CommunicatorOptions.defaults().withShmDisabled(true), c -> {
             assertTrue(c.transportOf(1 - c.rank()).startsWith("tcp0"), c.transportOf(1 - c.rank()));
