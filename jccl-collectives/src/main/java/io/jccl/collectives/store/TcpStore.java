@@ -57,7 +57,9 @@ public final class TcpStore implements Store {
 
     private void connect(long deadlineNs, IOException previous) {
         long start = System.nanoTime();
-        long pauseNs = TimeUnit.MILLISECONDS.toNanos(10);
+        // Ranks start together and rank 0's server listens some milliseconds after its JVM starts: the first
+        // retries come soon (1, 2, 4 ms ...), later ones back off to 200 ms.
+        long pauseNs = TimeUnit.MILLISECONDS.toNanos(1);
         IOException last = previous;
         while (!closed) {
             Socket s = new Socket();
