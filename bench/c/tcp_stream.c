@@ -7,6 +7,7 @@
 //                 polling its completion queue does
 //   oneway-block  the same, but the server sleeps in poll() whenever a read finds nothing (iperf3's pattern)
 //   bidir         both ends send and receive at once from one thread each, busy-polling (a 2-rank ring)
+//   bidir-block   the same, each end sleeping in poll() whenever neither a write nor a read made progress
 // Which receiver is faster depends on the path: over loopback the spinning one (the receiver's CPU takes over
 // part of the kernel's work), over a veth pair the sleeping one (measured 2.3 vs 4.3 GB/s here).
 //
@@ -31,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { ONEWAY_SPIN = 1, ONEWAY_BLOCK = 2, BIDIR = 3 };
+enum { ONEWAY_SPIN = 1, ONEWAY_BLOCK = 2, BIDIR = 3, BIDIR_BLOCK = 4 };
 #define CALL (1L << 20) // bytes per read()/write() at most, as a 1 MiB message or chunk
 
 static double now(void) {
@@ -133,8 +134,8 @@ int main(int argc, char **argv) {
         full_read(s, hdr, sizeof hdr);
         fcntl(s, F_SETFL, O_NONBLOCK);
         long sent, received;
-        stream(s, hdr[0] == BIDIR, 1, hdr[0] == ONEWAY_BLOCK, (long) hdr[1], hdr[2] / 1e6, &sent, &received);
-        if (hdr[0] != BIDIR) { // one-way: tell the client how much arrived (in bidir our FIN already went out)
+        stream(s, hdr[0] >= BIDIR, 1, hdr[0] == ONEWAY_BLOCK || hdr[0] == BIDIR_BLOCK, (long) hdr[1], hdr[2] / 1e6, &sent, &received);
+        if (hdr[0] < BIDIR) { // one-way: tell the client how much arrived (in bidir our FIN already went out)
             int64_t got = received;
             fcntl(s, F_SETFL, 0);
             full_write(s, &got, sizeof got);
@@ -143,12 +144,13 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc != 7 || strcmp(argv[1], "run") != 0) {
-        fprintf(stderr, "usage: tcp_stream serve PORT | tcp_stream run HOST PORT oneway-spin|oneway-block|bidir "
+        fprintf(stderr, "usage: tcp_stream serve PORT | tcp_stream run HOST PORT oneway-spin|oneway-block|bidir|bidir-block "
                         "BUFFER_BYTES SECONDS\n");
         return 2;
     }
     int mode = strcmp(argv[4], "oneway-spin") == 0 ? ONEWAY_SPIN : strcmp(argv[4], "oneway-block") == 0
-               ? ONEWAY_BLOCK : strcmp(argv[4], "bidir") == 0 ? BIDIR : 0;
+               ? ONEWAY_BLOCK : strcmp(argv[4], "bidir") == 0 ? BIDIR : strcmp(argv[4], "bidir-block") == 0
+               ? BIDIR_BLOCK : 0;
     long bytes = atol(argv[5]);
     double seconds = atof(argv[6]);
     if (!mode || bytes < CALL || bytes % CALL) { fprintf(stderr, "bad mode or buffer size\n"); return 2; }
@@ -171,8 +173,8 @@ int main(int argc, char **argv) {
     double t0 = now();
     long sent, received;
     // The client sends; in one-way modes it reads nothing until the server's count (after EOF both ways).
-    stream(s, 1, mode == BIDIR, 0, bytes, seconds, &sent, &received);
-    if (mode != BIDIR) {
+    stream(s, 1, mode >= BIDIR, mode == BIDIR_BLOCK, bytes, seconds, &sent, &received);
+    if (mode < BIDIR) {
         fcntl(s, F_SETFL, 0);
         int64_t got;
         full_read(s, &got, sizeof got); // the server has read everything
