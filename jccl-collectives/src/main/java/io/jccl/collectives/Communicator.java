@@ -87,6 +87,26 @@ public final class Communicator implements AutoCloseable {
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
+        loadSegmentKinds();
+    }
+
+    /**
+     * Loads the JDK's heap-segment classes before any collective runs. Until the first heap segment exists,
+     * C2 compiles every memory access of the collectives for the one segment class it has seen (a class-hierarchy
+     * assumption, not a guarded guess); the first {@code allReduce(int[])} or {@code broadcast(float[])} then
+     * loads a new class, and HotSpot throws away all that compiled code at once ("made not entrant: marked for
+     * deoptimization": 30-60 methods per rank, measured in {@code jccl demo}) to recompile it while the ranks run,
+     * which on a shared host stalled the demo's next collectives to 0.3-3 ms each. Loaded up front, the compiled
+     * code guards on the classes its profiles saw instead, and a new kind of segment costs nothing.
+     */
+    private static void loadSegmentKinds() {
+        MemorySegment.ofArray(new byte[0]);
+        MemorySegment.ofArray(new char[0]);
+        MemorySegment.ofArray(new short[0]);
+        MemorySegment.ofArray(new int[0]);
+        MemorySegment.ofArray(new long[0]);
+        MemorySegment.ofArray(new float[0]);
+        MemorySegment.ofArray(new double[0]);
     }
     private ExecutorService executor;
     private long opSeq;

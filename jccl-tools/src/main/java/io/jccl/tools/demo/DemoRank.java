@@ -126,14 +126,28 @@ public final class DemoRank {
         return crc.getValue();
     }
 
-    /** A small out-of-place allreduce sweep in nccl-tests' format (float32 sum, checked). */
+    /**
+     * A small out-of-place allreduce sweep in nccl-tests' format (float32 sum, checked). Like {@code jccl tests},
+     * it first runs every row unmeasured with more iterations and idles until the JIT is quiet: the training
+     * compiled other paths, and a row timed while its code is still being compiled measures the compiler (4 ranks
+     * on 2 cores: 0.3-3 ms per 8-byte all-reduce instead of a few microseconds).
+     */
     private static void printAllReduceTable(Communicator communicator) {
         int rank = communicator.rank();
-        int size = communicator.size();
         long maxBytes = 4L << 20;
         MemorySegment send = communicator.allocate(maxBytes);
         MemorySegment recv = communicator.allocate(maxBytes);
+        long warmStart = System.nanoTime();
+        for (long bytes = 8; bytes <= maxBytes; bytes *= 8) {
+            // up to 64 KiB 2000 runs, above that about 128 MiB moved per size
+            row(communicator, send, recv, bytes, (int) Math.max(20, Math.min(2000, (128L << 20) / bytes)));
+        }
+        communicator.barrier();
+        long settledMs = io.jccl.tools.JitSettle.await();
+        communicator.barrier();
         if (rank == 0) {
+            System.out.printf(Locale.ROOT, "# JIT warm-up: every size unmeasured, then %d ms idle (until the JIT was "
+                + "quiet), in %.1f s%n", settledMs, (System.nanoTime() - warmStart) / 1e9);
             System.out.println("#");
             System.out.println("#                                                     out-of-place");
             System.out.println("#       size         count      type   redop    root     time   algbw   busbw #wrong");
@@ -143,40 +157,17 @@ public final class DemoRank {
         int rows = 0;
         long wrongTotal = 0;
         for (long bytes = 8; bytes <= maxBytes; bytes *= 8) {
-            long count = bytes / Float.BYTES;
-            for (long i = 0; i < count; i++) {
-                // Small integers: the sum is exact in float32 whatever the reduction order.
-                send.setAtIndex(ValueLayout.JAVA_FLOAT, i, (float) ((rank + 1) * (1 + i % 7)));
-            }
-            int iterations = bytes <= 65536 ? 200 : 20;
-            for (int i = 0; i < 5; i++) {
-                communicator.allReduce(send, recv, count, DataType.FLOAT32, ReduceOp.SUM);
-            }
-            communicator.barrier();
-            long start = System.nanoTime();
-            for (int i = 0; i < iterations; i++) {
-                communicator.allReduce(send, recv, count, DataType.FLOAT32, ReduceOp.SUM);
-            }
-            double seconds = (System.nanoTime() - start) / 1e9 / iterations;
-            long wrong = 0;
-            float rankSum = size * (size + 1) / 2f;
-            for (long i = 0; i < count; i++) {
-                if (recv.getAtIndex(ValueLayout.JAVA_FLOAT, i) != rankSum * (1 + i % 7)) {
-                    wrong++;
-                }
-            }
-            long[] wrongs = {wrong};
-            communicator.allReduce(wrongs, ReduceOp.SUM);
-            wrongTotal += wrongs[0];
-            double[] time = {seconds};
-            communicator.allReduce(time, ReduceOp.MAX);
-            double algbw = BusBandwidth.algorithmBandwidth(bytes, time[0]);
-            double busbw = BusBandwidth.of("all_reduce_perf").busBandwidth(bytes, time[0], size);
+            double[] result = row(communicator, send, recv, bytes, bytes <= 65536 ? 2000 : 200);
+            double seconds = result[0];
+            long wrong = (long) result[1];
+            wrongTotal += wrong;
+            double algbw = BusBandwidth.algorithmBandwidth(bytes, seconds);
+            double busbw = BusBandwidth.of("all_reduce_perf").busBandwidth(bytes, seconds, communicator.size());
             busSum += busbw;
             rows++;
             if (rank == 0) {
-                System.out.printf(Locale.ROOT, "%12d  %12d  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %5d%n", bytes, count,
-                    "float", "sum", -1, time[0] * 1e6, algbw, busbw, wrongs[0]);
+                System.out.printf(Locale.ROOT, "%12d  %12d  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %5d%n", bytes,
+                    bytes / Float.BYTES, "float", "sum", -1, seconds * 1e6, algbw, busbw, wrong);
             }
         }
         if (rank == 0) {
@@ -184,5 +175,41 @@ public final class DemoRank {
                 : "FAILED");
             System.out.printf(Locale.ROOT, "# Avg bus bandwidth    : %.4f%n#%n", busSum / rows);
         }
+    }
+
+    /**
+     * One row of the table: 5 warm-up all-reduces, then {@code iterations} timed ones, then the check. Returns the
+     * seconds per all-reduce (MAX over ranks) and the wrong elements (summed over ranks).
+     */
+    private static double[] row(Communicator communicator, MemorySegment send, MemorySegment recv, long bytes,
+                                int iterations) {
+        int rank = communicator.rank();
+        int size = communicator.size();
+        long count = bytes / Float.BYTES;
+        for (long i = 0; i < count; i++) {
+            // Small integers: the sum is exact in float32 whatever the reduction order.
+            send.setAtIndex(ValueLayout.JAVA_FLOAT, i, (float) ((rank + 1) * (1 + i % 7)));
+        }
+        for (int i = 0; i < 5; i++) {
+            communicator.allReduce(send, recv, count, DataType.FLOAT32, ReduceOp.SUM);
+        }
+        communicator.barrier();
+        long start = System.nanoTime();
+        for (int i = 0; i < iterations; i++) {
+            communicator.allReduce(send, recv, count, DataType.FLOAT32, ReduceOp.SUM);
+        }
+        double seconds = (System.nanoTime() - start) / 1e9 / iterations;
+        long wrong = 0;
+        float rankSum = size * (size + 1) / 2f;
+        for (long i = 0; i < count; i++) {
+            if (recv.getAtIndex(ValueLayout.JAVA_FLOAT, i) != rankSum * (1 + i % 7)) {
+                wrong++;
+            }
+        }
+        long[] wrongs = {wrong};
+        communicator.allReduce(wrongs, ReduceOp.SUM);
+        double[] time = {seconds};
+        communicator.allReduce(time, ReduceOp.MAX);
+        return new double[] {time[0], wrongs[0]};
     }
 }
