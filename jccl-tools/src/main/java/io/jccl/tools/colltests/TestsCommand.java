@@ -403,8 +403,11 @@ public final class TestsCommand implements Callable<Integer> {
         }
     }
 
-    /** JIT warm-up runs for one size: {@code limit}, capped so that at most 256 MiB move per size (at least 1). */
-    static int jitRunsFor(long sizeBytes, int limit) {
+    /**
+     * JIT warm-up runs for one size: {@code limit}, capped so that at most 256 MiB move per size (at least 1). Also
+     * used by {@code jccl demo}'s closing table.
+     */
+    public static int jitRunsFor(long sizeBytes, int limit) {
         long cap = Math.max(1, (256L << 20) / Math.max(1, sizeBytes));
         return (int) Math.min(limit, cap);
     }

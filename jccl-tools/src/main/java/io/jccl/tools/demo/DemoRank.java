@@ -139,8 +139,9 @@ public final class DemoRank {
         MemorySegment recv = communicator.allocate(maxBytes);
         long warmStart = System.nanoTime();
         for (long bytes = 8; bytes <= maxBytes; bytes *= 8) {
-            // up to 64 KiB 2000 runs, above that about 128 MiB moved per size
-            row(communicator, send, recv, bytes, (int) Math.max(20, Math.min(2000, (128L << 20) / bytes)));
+            // as many runs as jccl tests' default --jit_warmup (C2 compiles a path after some 10 000 runs; with
+            // fewer, the compilation lands inside the timed row)
+            row(communicator, send, recv, bytes, io.jccl.tools.colltests.TestsCommand.jitRunsFor(bytes, 20000));
         }
         communicator.barrier();
         long settledMs = io.jccl.tools.JitSettle.await();
