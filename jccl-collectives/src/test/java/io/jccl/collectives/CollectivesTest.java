@@ -328,6 +328,52 @@ class CollectivesTest {
     }
 
     /**
+     * Direct all-reduce of at most 32 KiB (every rank reduces the whole vector): inputs in {@code allocate()} memory
+     * are read where they are, others through staging, in any mix. Every rank overwrites its input right after the
+     * call, so a rank that returned while a peer still read its input would corrupt that peer's result; many
+     * repetitions give a late reader the chance.
+     */
+    @Test
+    void directSmallAllReduceReadsAllocatedInputsInPlace() {
+        Ranks.run(3, Ranks.loop().withAlgorithms("allreduce:direct"), c -> {
+            int r = c.rank();
+            try (Arena arena = Arena.ofConfined()) {
+                for (long count : new long[] {300, 2100, 4000, 8191}) {
+                    for (DataType type : new DataType[] {DataType.FLOAT32, DataType.BFLOAT16, DataType.INT64}) {
+                        int es = type.sizeBytes();
+                        if (count * es > Engine.DIRECT_SMALL_BYTES || count * es <= Engine.INLINE_BYTES) {
+                            continue; // the split/staged and the inline paths are tested elsewhere
+                        }
+                        MemorySegment shared = c.allocate(count * es + 64).asSlice(64);
+                        MemorySegment sharedOut = c.allocate(count * es);
+                        MemorySegment privateIn = arena.allocate(count * es, 64);
+                        for (int mix = 0; mix < 4; mix++) {
+                            // 0: all inputs shared; 1: rank 1's private; 2: all in place; 3: all private
+                            MemorySegment in = mix == 3 || (mix == 1 && r == 1) ? privateIn : shared;
+                            MemorySegment out = mix == 2 ? in : sharedOut;
+                            boolean zeroCopy = mix < 2 && count * es >= Engine.SMALL_ZERO_COPY_BYTES;
+                            for (int rep = 0; rep < 40; rep++) {
+                                ReduceOp op = rep % 2 == 0 ? ReduceOp.SUM : ReduceOp.MAX;
+                                long seed = 300 + count + 7L * mix + rep;
+                                fill(in, 0, count, seed, r, op, type);
+                                long before = c.engine().zeroCopySmallAllReduces;
+                                c.allReduce(in, out, count, type, op);
+                                if (mix != 2) {
+                                    fill(in, 0, count, seed + 1000, r, op, type); // reuse at once
+                                }
+                                check("small all-reduce mix " + mix + " " + type + " " + op, out, 0, count, type,
+                                    i -> expected(seed, 3, i, op, type));
+                                assertEquals(before + (zeroCopy ? 1 : 0), c.engine().zeroCopySmallAllReduces,
+                                    "inputs read in place, mix " + mix);
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /**
      * Two-rank direct all-reduce: zero copy and staged inputs meet (repetitions 0 and 1: one rank's input is
      * allocate() memory, the other's arena memory; each rank reduces the whole vector from both inputs), both inputs
      * and outputs are allocate() memory (repetition 2: the split path, each rank reduces its half into both outputs,
