@@ -1193,10 +1193,10 @@ final class Engine {
     static final long DIRECT_SMALL_BYTES = 32 * 1024;
     /**
      * From this size a small all-reduce reads {@code allocate()} inputs where they are: the closing barrier that
-     * costs is worth it (2 ranks: 8 KiB 0.64 -> 0.30 us, 32 KiB 2.3 -> 0.8; at 2 KiB the staged copy was as fast or
-     * faster).
+     * costs is worth it (2 ranks: 4 KiB 1.5-1.6 -> 0.9 us when the vCPUs sit far apart, 0.41 -> 0.39 when close;
+     * 8 KiB 0.64 -> 0.30 us, 32 KiB 2.3 -> 0.8; at 2 KiB the staged copy was faster with close vCPUs).
      */
-    static final long SMALL_ZERO_COPY_BYTES = 8 * 1024;
+    static final long SMALL_ZERO_COPY_BYTES = 4 * 1024;
     /** Small all-reduces that read at least one input where it is (tests check which path ran). */
     long zeroCopySmallAllReduces;
 
