@@ -452,11 +452,16 @@ public final class Communicator implements AutoCloseable {
         } else {
             engine = new Engine(this, transport);
         }
-        // Connectivity check with the op deadline machinery: a barrier over the message path.
+        // Connectivity check with the op deadline machinery: a barrier over the direct path when every rank mapped
+        // every peer (what most collectives then use), else over the message path.
         if (size > 1) {
             sig.set(0, Collective.BARRIER, 0, null, null, -1);
             engine.deadlineNs = deadline;
-            engine.disseminationBarrier(sig);
+            if (transport.direct) {
+                engine.directBarrier(sig, true);
+            } else {
+                engine.disseminationBarrier(sig);
+            }
         }
     }
 
