@@ -100,13 +100,16 @@ public final class Communicator implements AutoCloseable {
      * code guards on the classes its profiles saw instead, and a new kind of segment costs nothing.
      */
     private static void loadSegmentKinds() {
-        MemorySegment.ofArray(new byte[0]);
-        MemorySegment.ofArray(new char[0]);
-        MemorySegment.ofArray(new short[0]);
-        MemorySegment.ofArray(new int[0]);
-        MemorySegment.ofArray(new long[0]);
-        MemorySegment.ofArray(new float[0]);
-        MemorySegment.ofArray(new double[0]);
+        // Loaded, not initialised: loading is what changes the class hierarchy, and it takes no segment machinery
+        // (making the segments themselves cost each rank ~5 ms of start-up).
+        String impl = "jdk.internal.foreign.HeapMemorySegmentImpl$Of";
+        for (String kind : new String[] {"Byte", "Char", "Short", "Int", "Long", "Float", "Double"}) {
+            try {
+                Class.forName(impl.concat(kind), false, null);
+            } catch (ClassNotFoundException | LinkageError e) {
+                return; // another JDK: nothing to preload, nothing lost but the deoptimisation this avoids
+            }
+        }
     }
     private ExecutorService executor;
     private long opSeq;

@@ -19,8 +19,6 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.util.HexFormat;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 /**
  * The provider's files under {@code /dev/shm} (or {@code JCCL_SHM_DIR}): naming, creation with mode 0600, mapping,
@@ -41,7 +39,6 @@ public final class ShmFiles {
     /** Suffix of queue-pair files (state word, receive ring). */
     public static final String QUEUE_PAIR = "qp";
 
-    private static final Pattern NAME = Pattern.compile("jccl-(\\d{1,10})-(\\d{1,20})-([0-9a-f]{16})-(ctx|mr|qp)");
     private static final FileAttribute<Set<PosixFilePermission>> OWNER_ONLY =
         PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------"));
     private static final Set<Path> OWNED = ConcurrentHashMap.newKeySet();
@@ -80,20 +77,76 @@ public final class ShmFiles {
 
     /** Whether {@code name} is a well-formed provider file name of kind {@code kind} (no path separators). */
     public static boolean isValidName(String name, String kind) {
-        Matcher m = NAME.matcher(name);
-        return m.matches() && m.group(4).equals(kind);
+        ParsedName n = parseName(name);
+        return n != null && n.kind().equals(kind);
     }
 
     /** The owner start time embedded in a well-formed name, or -1. */
     public static long ownerStartTime(String name) {
-        Matcher m = NAME.matcher(name);
-        return m.matches() ? Long.parseLong(m.group(2)) : -1;
+        ParsedName n = parseName(name);
+        return n != null ? n.startTime() : -1;
     }
 
     /** The owner pid embedded in a well-formed name, or -1. */
     public static long ownerPid(String name) {
-        Matcher m = NAME.matcher(name);
-        return m.matches() ? Long.parseLong(m.group(1)) : -1;
+        ParsedName n = parseName(name);
+        return n != null ? n.pid() : -1;
+    }
+
+    /** The fields of a well-formed provider file name. */
+    record ParsedName(long pid, long startTime, String kind) {
+    }
+
+    /**
+     * Parses {@code jccl-PID-STARTTIME-FILEID-KIND}: PID 1-10 decimal digits, STARTTIME 1-20 (and within a long),
+     * FILEID 16 lowercase hex digits, KIND {@code ctx}, {@code mr} or {@code qp}; anything else (names come from
+     * peers and from the directory) gives null. By hand rather than with a regular expression: the regex engine's
+     * first use cost every rank milliseconds of start-up.
+     */
+    static ParsedName parseName(String name) {
+        if (name == null || !name.startsWith("jccl-")) {
+            return null;
+        }
+        int pidEnd = digitsEnd(name, 5);
+        if (pidEnd - 5 < 1 || pidEnd - 5 > 10 || !dashAt(name, pidEnd)) {
+            return null;
+        }
+        int startEnd = digitsEnd(name, pidEnd + 1);
+        if (startEnd - pidEnd - 1 < 1 || startEnd - pidEnd - 1 > 20 || !dashAt(name, startEnd)) {
+            return null;
+        }
+        int idEnd = startEnd + 1 + 16;
+        if (idEnd > name.length() || !dashAt(name, idEnd)) {
+            return null;
+        }
+        for (int i = startEnd + 1; i < idEnd; i++) {
+            char c = name.charAt(i);
+            if (!(c >= '0' && c <= '9') && !(c >= 'a' && c <= 'f')) {
+                return null;
+            }
+        }
+        String kind = name.substring(idEnd + 1);
+        if (!kind.equals(CONTEXT) && !kind.equals(REGION) && !kind.equals(QUEUE_PAIR)) {
+            return null;
+        }
+        try {
+            return new ParsedName(Long.parseLong(name, 5, pidEnd, 10), Long.parseLong(name, pidEnd + 1, startEnd, 10),
+                kind);
+        } catch (NumberFormatException tooLarge) {
+            return null;
+        }
+    }
+
+    private static int digitsEnd(String s, int from) {
+        int i = from;
+        while (i < s.length() && s.charAt(i) >= '0' && s.charAt(i) <= '9') {
+            i++;
+        }
+        return i;
+    }
+
+    private static boolean dashAt(String s, int i) {
+        return i < s.length() && s.charAt(i) == '-';
     }
 
     /** The host identity: the kernel's boot id, which differs between hosts (and between boots). */
@@ -201,12 +254,12 @@ public final class ShmFiles {
         int removed = 0;
         try (DirectoryStream<Path> entries = Files.newDirectoryStream(DIRECTORY, "jccl-*")) {
             for (Path entry : entries) {
-                Matcher m = NAME.matcher(entry.getFileName().toString());
-                if (!m.matches()) {
+                ParsedName n = parseName(entry.getFileName().toString());
+                if (n == null) {
                     continue;
                 }
-                long pid = Long.parseLong(m.group(1));
-                long startTime = Long.parseLong(m.group(2));
+                long pid = n.pid();
+                long startTime = n.startTime();
                 if (pid != SELF_PID && !isAlive(pid, startTime)) {
                     try {
                         if (Files.deleteIfExists(entry)) {

@@ -67,7 +67,11 @@ public final class ShmQueuePair extends AbstractQueuePair {
     private final int entrySize;
     /** This QP's share of the context's counters: every update happens under the QP lock, so no atomics. */
     private final CounterSet.Local counters;
-    private final CrossMemoryAttach cma;
+    /**
+     * Cross-memory attach and the process probe, made at first use: their FFM state (the errno capture layout)
+     * costs a rank milliseconds of start-up, and a job on the direct path may never need them.
+     */
+    private volatile CrossMemoryAttach cma;
     private final ShmKeyTable.Entry remoteEntry = new ShmKeyTable.Entry();
     private final ShmKeyTable.Entry scratchEntry = new ShmKeyTable.Entry();
 
@@ -76,7 +80,8 @@ public final class ShmQueuePair extends AbstractQueuePair {
     private long lastLivenessCheckNs;
     private long lastSweepNs;
     private long lastFastLivenessCheckNs;
-    private final ProcessProbe processProbe;
+    private volatile ProcessProbe processProbe;
+    private final Object lazyLock = new Object();
     /** Native scratch for the original value of an atomic on private memory (read by cross-memory attach). */
     private final MemorySegment atomicScratch;
     /** Resolved target of the current one-sided request: the peer's mapping (file kind) or null (private). */
@@ -97,8 +102,6 @@ public final class ShmQueuePair extends AbstractQueuePair {
         this.counters = context.counterSet().newLocal();
         this.depth = init.maxReceiveWorkRequests();
         this.entrySize = QueuePairFile.entrySize(init.maxReceiveSge());
-        this.cma = new CrossMemoryAttach(arena);
-        this.processProbe = new ProcessProbe(arena);
         this.atomicScratch = arena.allocate(8, 8);
         this.fileName = ShmFiles.name(ShmFiles.newFileId(), ShmFiles.QUEUE_PAIR);
         this.path = ShmFiles.DIRECTORY.resolve(fileName);
@@ -378,6 +381,34 @@ public final class ShmQueuePair extends AbstractQueuePair {
         return work;
     }
 
+    private CrossMemoryAttach cma() {
+        CrossMemoryAttach c = cma;
+        if (c == null) {
+            synchronized (lazyLock) {
+                c = cma;
+                if (c == null) {
+                    c = new CrossMemoryAttach(arena);
+                    cma = c;
+                }
+            }
+        }
+        return c;
+    }
+
+    private ProcessProbe processProbe() {
+        ProcessProbe p = processProbe;
+        if (p == null) {
+            synchronized (lazyLock) {
+                p = processProbe;
+                if (p == null) {
+                    p = new ProcessProbe(arena);
+                    processProbe = p;
+                }
+            }
+        }
+        return p;
+    }
+
     /** Runs the request at the head; false when it must wait. */
     private boolean execute(SendSlot slot) {
         PeerLink link = peer;
@@ -387,7 +418,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
             // One cheap syscall at most per millisecond: requests in a tight loop pay ~nothing, while the first
             // request after a pause (the usual case after a crash) sees a peer that is gone.
             lastFastLivenessCheckNs = now;
-            if (!peerDead && !processProbe.exists(link.pid)) {
+            if (!peerDead && !processProbe().exists(link.pid)) {
                 peerDead = true;
                 counters.increment(Counter.LINK_DOWNED);
             }
@@ -569,7 +600,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
                 for (int i = 0; i < slot.sgeCount && done < length && errno == 0; i++) {
                     long n = Math.min(slot.sgeLength[i], length - done);
                     if (n > 0) {
-                        errno = cma.read(peer.pid, slot.sgeAddress[i], targetOffset + done, n);
+                        errno = cma().read(peer.pid, slot.sgeAddress[i], targetOffset + done, n);
                     }
                     done += n;
                 }
@@ -606,14 +637,14 @@ public final class ShmQueuePair extends AbstractQueuePair {
             int errno;
             boolean locked = keys.lockAtomic(targetSlot, (int) ShmFiles.selfPid());
             if (locked) {
-                errno = cma.read(peer.pid, atomicScratch.address(), targetOffset, 8);
+                errno = cma().read(peer.pid, atomicScratch.address(), targetOffset, 8);
                 original = atomicScratch.get(ValueLayout.JAVA_LONG, 0);
                 if (errno == 0) {
                     boolean store = slot.opcode != SendOpcode.ATOMIC_CMP_AND_SWP || original == slot.compareAdd;
                     if (store) {
                         atomicScratch.set(ValueLayout.JAVA_LONG, 0, slot.opcode == SendOpcode.ATOMIC_CMP_AND_SWP
                             ? slot.swap : original + slot.compareAdd);
-                        errno = cma.write(peer.pid, atomicScratch.address(), targetOffset, 8);
+                        errno = cma().write(peer.pid, atomicScratch.address(), targetOffset, 8);
                     }
                 }
                 keys.unlockAtomic(targetSlot);
@@ -808,7 +839,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
     /** Copies message bytes {@code [skip, skip + length)} into the peer's private memory by cross-memory attach. */
     private int gatherToPrivate(SendSlot slot, long skip, long remoteAddress, long length) {
         if (slot.inline) {
-            return cma.write(peer.pid, slot.inlineData.address() + skip, remoteAddress, length);
+            return cma().write(peer.pid, slot.inlineData.address() + skip, remoteAddress, length);
         }
         long position = 0;
         long remaining = length;
@@ -820,7 +851,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
             }
             long from = Math.max(0, skip - position);
             long n = Math.min(len - from, remaining);
-            int errno = cma.write(peer.pid, slot.sgeAddress[i] + from, remoteAddress, n);
+            int errno = cma().write(peer.pid, slot.sgeAddress[i] + from, remoteAddress, n);
             if (errno != 0) {
                 return errno;
             }
@@ -914,7 +945,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
             long deadline = System.nanoTime() + FLUSH_WAIT_NS;
             drainReceives();
             while (receiveHead < claimedBySender && System.nanoTime() - deadline < 0
-                && (peer == null || processProbe.exists(peer.pid))) {
+                && (peer == null || processProbe().exists(peer.pid))) {
                 LockSupport.parkNanos(50_000);
                 drainReceives();
             }

@@ -90,6 +90,30 @@ class ShmFilesTest {
         }
     }
 
+    @Test
+    void fileNamesParseExactly() {
+        String id = "0123456789abcdef";
+        ShmFiles.ParsedName n = ShmFiles.parseName("jccl-4242-98765-" + id + "-qp");
+        assertEquals(new ShmFiles.ParsedName(4242, 98765, "qp"), n);
+        assertTrue(ShmFiles.isValidName("jccl-1-0-" + id + "-ctx", ShmFiles.CONTEXT));
+        assertTrue(ShmFiles.isValidName("jccl-1234567890-12345678901234567-" + id + "-mr", ShmFiles.REGION));
+        assertFalse(ShmFiles.isValidName("jccl-1-2-" + id + "-qp", ShmFiles.CONTEXT), "other kind");
+        assertEquals(98765, ShmFiles.ownerStartTime("jccl-4242-98765-" + id + "-qp"));
+        assertEquals(4242, ShmFiles.ownerPid("jccl-4242-98765-" + id + "-qp"));
+        for (String bad : List.of("", "jccl-", "jccl--1-" + id + "-qp", "jccl-1--" + id + "-qp",
+            "jccl-12345678901-1-" + id + "-qp", // pid of 11 digits
+            "jccl-1-123456789012345678901-" + id + "-qp", // start time of 21 digits
+            "jccl-1-99999999999999999999-" + id + "-qp", // 20 digits beyond a long
+            "jccl-1-2-0123456789ABCDEF-qp", "jccl-1-2-0123456789abcde-qp", "jccl-1-2-0123456789abcdef0-qp",
+            "jccl-1-2-" + id + "-", "jccl-1-2-" + id + "-qpx", "jccl-1-2-" + id + "-q", "jccl-1-2-" + id,
+            "jccl-1-2-" + id + "-../qp", "xjccl-1-2-" + id + "-qp", "jccl-+1-2-" + id + "-qp",
+            "jccl-\u0661-2-" + id + "-qp")) { // a non-ASCII digit
+            assertEquals(null, ShmFiles.parseName(bad), bad);
+            assertEquals(-1, ShmFiles.ownerPid(bad), bad);
+            assertFalse(ShmFiles.isValidName(bad, ShmFiles.QUEUE_PAIR), bad);
+        }
+    }
+
     private static Endpoint withAddress(Endpoint e, String address) {
         return new Endpoint(e.provider(), e.device(), e.queuePairNumber(), e.packetSequenceNumber(), address);
     }

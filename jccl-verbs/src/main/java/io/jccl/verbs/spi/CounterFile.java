@@ -78,7 +78,7 @@ public final class CounterFile {
         if (HOUSEKEEPING.compareAndSet(false, true)) {
             startHousekeeping(pid);
         }
-        String safeName = deviceName.replaceAll("[^A-Za-z0-9_-]", "_");
+        String safeName = safeFileName(deviceName);
         Path path = directory().resolve(PREFIX + pid + "." + safeName + "." + SEQUENCE.incrementAndGet());
         try {
             Files.deleteIfExists(path);
@@ -125,11 +125,24 @@ public final class CounterFile {
     private static void startHousekeeping(long pid) {
         Path dir = directory();
         try {
-            Runtime.getRuntime().addShutdownHook(new Thread(() -> removeFiles(dir, pid), "jccl-counters-exit"));
+            Runtime.getRuntime().addShutdownHook(new Thread(new Removal(dir, pid), "jccl-counters-exit"));
         } catch (IllegalStateException shuttingDown) {
             return;
         }
-        Thread.ofPlatform().daemon().name("jccl-counters-reaper").start(() -> removeFiles(dir, -1));
+        Thread reaper = new Thread(new Removal(dir, -1), "jccl-counters-reaper");
+        reaper.setDaemon(true);
+        reaper.start();
+    }
+
+    /**
+     * {@link #removeFiles} as a task. A named class rather than lambdas: a lambda is spun into a class at its first
+     * use (no AOT cache holds it while the incubator module is resolved), which this runs on every rank's start-up.
+     */
+    private record Removal(Path dir, long pid) implements Runnable {
+        @Override
+        public void run() {
+            removeFiles(dir, pid);
+        }
     }
 
     /** Removes the counter files of {@code pid}, or with -1 those of every process that no longer runs. */
@@ -230,7 +243,21 @@ public final class CounterFile {
     private static void putString(MemorySegment segment, long offset, int max, String text) {
         byte[] bytes = text.getBytes(StandardCharsets.UTF_8);
         int n = Math.min(bytes.length, max - 1);
-        MemorySegment.copy(bytes, 0, segment, ValueLayout.JAVA_BYTE, offset, n);
+        // through a buffer view: the first MemorySegment.copy from a heap array initialises heap-segment machinery
+        // that cost each rank milliseconds of start-up, while ByteBuffer's code is warm from the JDK's own start
+        segment.asSlice(offset, n).asByteBuffer().put(0, bytes, 0, n);
+    }
+
+    /** {@code name} with every character outside {@code [A-Za-z0-9_-]} replaced by {@code _}. */
+    static String safeFileName(String name) {
+        StringBuilder b = new StringBuilder(name.length());
+        for (int i = 0; i < name.length(); i++) {
+            char c = name.charAt(i);
+            boolean ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'
+                || c == '-';
+            b.append(ok ? c : '_');
+        }
+        return b.toString();
     }
 
     private static String getString(MemorySegment segment, long offset, int max) {

@@ -16,6 +16,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /** Counters: shared and per-writer blocks, folding, overflow, and the file other processes read. */
 class CounterSetTest {
     @Test
+    void counterFileNamesKeepOnlySafeCharacters() {
+        assertEquals("shm0", CounterFile.safeFileName("shm0"));
+        assertEquals("a_b-c_d___e", CounterFile.safeFileName("a_b-c/d..\\e"));
+        assertEquals("_", CounterFile.safeFileName("\u00e9"));
+    }
+
+    @Test
     void shouldSumSharedAndLocalBlocksAndFoldClosedLocals() {
         CounterSet set = new CounterSet();
         set.add(Counter.PORT_XMIT_DATA, 100);
