@@ -402,13 +402,26 @@ public final class Communicator implements AutoCloseable {
             transport.direct = all;
         }
         engine = new Engine(this, transport);
-        // Host groups for the hierarchical all-reduce: ranks of this host, and the first rank of every host.
+        // Host groups for the hierarchical all-reduce: ranks of this host, and the first rank of every host (in
+        // rank order, as ranks are visited in order). Plain loops: streams and lambdas here were first-time code
+        // that every rank ran at start-up.
         Map<String, List<Integer>> byHost = new LinkedHashMap<>();
         for (int j = 0; j < size; j++) {
-            byHost.computeIfAbsent(hosts[j], k -> new ArrayList<>()).add(j);
+            List<Integer> group = byHost.get(hosts[j]);
+            if (group == null) {
+                group = new ArrayList<>();
+                byHost.put(hosts[j], group);
+            }
+            group.add(j);
         }
-        localGroup = byHost.get(hosts[rank]).stream().mapToInt(Integer::intValue).toArray();
-        leaderGroup = byHost.values().stream().mapToInt(List::getFirst).sorted().toArray();
+        localGroup = toArray(byHost.get(hosts[rank]));
+        List<Integer> leaders = new ArrayList<>();
+        boolean sharedHost = false;
+        for (List<Integer> group : byHost.values()) {
+            leaders.add(group.getFirst());
+            sharedHost |= group.size() > 1;
+        }
+        leaderGroup = toArray(leaders);
         engine.oversubscribed(localGroup.length);
         if (transport.direct && localGroup.length <= Runtime.getRuntime().availableProcessors()) {
             // direct-path waits compare CPUs with the peer's (shared core or late peer); link sched_getcpu aside
@@ -421,7 +434,7 @@ public final class Communicator implements AutoCloseable {
             log.info(rank, Log.Subsys.INIT, localGroup.length + " ranks on this host share "
                 + Runtime.getRuntime().availableProcessors() + " cores: waiting yields early (oversubscribed)");
         }
-        boolean hierarchy = byHost.size() > 1 && byHost.values().stream().anyMatch(l -> l.size() > 1);
+        boolean hierarchy = byHost.size() > 1 && sharedHost;
         LinkParameters intra = null;
         if (hierarchy) {
             java.util.Set<String> intraDevices = new java.util.HashSet<>();
@@ -605,12 +618,24 @@ public final class Communicator implements AutoCloseable {
     private static LinkParameters messagePath(java.util.Set<String> devices) {
         LinkParameters worst = null;
         for (String d : devices) {
-            LinkParameters p = TuningParameters.defaults(d.replaceAll("\\d+$", ""));
+            int end = d.length();
+            while (end > 0 && Character.isDigit(d.charAt(end - 1))) {
+                end--;
+            }
+            LinkParameters p = TuningParameters.defaults(d.substring(0, end)); // provider name: device less its index
             if (worst == null || p.latencyUs() > worst.latencyUs()) {
                 worst = p;
             }
         }
         return worst == null ? TuningParameters.defaults("shm") : worst;
+    }
+
+    private static int[] toArray(List<Integer> values) {
+        int[] a = new int[values.size()];
+        for (int i = 0; i < a.length; i++) {
+            a[i] = values.get(i);
+        }
+        return a;
     }
 
     private static long remaining(long deadline) {
