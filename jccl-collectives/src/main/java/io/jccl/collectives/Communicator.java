@@ -222,7 +222,7 @@ public final class Communicator implements AutoCloseable {
     private void init() {
         long deadline = System.nanoTime() + options.timeoutNs();
         String hostId = hostIdentity(options);
-        long pid = ProcessHandle.current().pid();
+        long pid = io.jccl.verbs.spi.ProcessIds.self();
         List<String> order = preferredDevices();
         // Devices this rank opened, published so that both sides of a pair pick the same one. Same-host devices
         // (shared memory) open now; network devices only once some pair turns out to need one (below): on one

@@ -524,7 +524,7 @@ final class Transport implements AutoCloseable {
             throw peerFailed(p, "rank " + p.rank + " is unreachable: queue pair to it is in ERROR (process died, "
                 + "aborted, closed or connection lost)");
         }
-        if (p.sameHost && p.pid > 0 && p.pid != ProcessHandle.current().pid()) {
+        if (p.sameHost && p.pid > 0 && p.pid != io.jccl.verbs.spi.ProcessIds.self()) {
             boolean alive = ProcessHandle.of(p.pid).map(ProcessHandle::isAlive).orElse(false);
             if (!alive) {
                 throw peerFailed(p, "rank " + p.rank + " died (process " + p.pid + " on " + p.host + " is gone)");

@@ -27,7 +27,7 @@ public final class Log {
     public enum Subsys { INIT, COLL, NET, TUNING }
 
     private static final String HOST = hostName();
-    private static final long PID = ProcessHandle.current().pid();
+    private static final long PID = io.jccl.verbs.spi.ProcessIds.self();
     private static volatile Log global;
 
     private final Level level;

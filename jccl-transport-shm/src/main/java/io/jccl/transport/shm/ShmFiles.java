@@ -42,7 +42,7 @@ public final class ShmFiles {
     private static final FileAttribute<Set<PosixFilePermission>> OWNER_ONLY =
         PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------"));
     private static final Set<Path> OWNED = ConcurrentHashMap.newKeySet();
-    private static final long SELF_PID = ProcessHandle.current().pid();
+    private static final long SELF_PID = io.jccl.verbs.spi.ProcessIds.self();
     private static final long SELF_START_TIME = startTime(SELF_PID);
     private static volatile String bootId;
     private static volatile boolean hookInstalled;

@@ -74,7 +74,7 @@ public final class CounterFile {
         if ("0".equals(System.getenv("JCCL_COUNTERS"))) {
             return null;
         }
-        long pid = ProcessHandle.current().pid();
+        long pid = ProcessIds.self();
         if (HOUSEKEEPING.compareAndSet(false, true)) {
             startHousekeeping(pid);
         }
@@ -147,22 +147,35 @@ public final class CounterFile {
 
     /** Removes the counter files of {@code pid}, or with -1 those of every process that no longer runs. */
     static void removeFiles(Path dir, long pid) {
-        try (DirectoryStream<Path> files = Files.newDirectoryStream(dir, PREFIX + (pid >= 0 ? pid + "." : "") + "*")) {
+        // Names are matched by hand and liveness read from /proc: a glob and ProcessHandle would each load and run
+        // their machinery for the first time on every rank's start-up (this runs beside it, on the same cores).
+        String prefix = PREFIX + (pid >= 0 ? pid + "." : "");
+        boolean proc = Files.isDirectory(Path.of("/proc/self"));
+        try (DirectoryStream<Path> files = Files.newDirectoryStream(dir)) {
             for (Path path : files) {
-                String[] parts = path.getFileName().toString().split("\\.");
+                String name = path.getFileName().toString();
+                if (!name.startsWith(prefix)) {
+                    continue;
+                }
+                int dot = name.indexOf('.', PREFIX.length());
                 long owner;
                 try {
-                    owner = Long.parseLong(parts[1]);
+                    owner = Long.parseLong(name, PREFIX.length(), dot < 0 ? name.length() : dot, 10);
                 } catch (RuntimeException e) {
                     continue;
                 }
-                if (pid >= 0 || !ProcessHandle.of(owner).map(ProcessHandle::isAlive).orElse(false)) {
+                if (pid >= 0 || !isAlive(owner, proc)) {
                     Files.deleteIfExists(path);
                 }
             }
         } catch (IOException | RuntimeException ignored) {
             // housekeeping only: a file left behind is removed by the next reader
         }
+    }
+
+    private static boolean isAlive(long pid, boolean proc) {
+        return proc ? Files.exists(Path.of("/proc", Long.toString(pid)))
+            : ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false);
     }
 
     void publishBlockCount(int blocks) {
