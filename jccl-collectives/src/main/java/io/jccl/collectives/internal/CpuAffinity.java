@@ -64,16 +64,22 @@ public final class CpuAffinity {
         }
     }
 
-    /** Links the downcalls on a daemon thread, once per JVM (returns at once). */
+    /** Links the downcalls on a daemon thread, after a delay, once per JVM (returns at once). */
     public static synchronized void prelink() {
         if (prelinkStarted) {
             return;
         }
         prelinkStarted = true;
-        Thread.ofPlatform().daemon().name("jccl-cpu-prelink").start(() -> {
+        io.jccl.verbs.spi.BackgroundLinking.start("jccl-cpu-prelink", new Link());
+    }
+
+    /** Links the downcalls (a named class: a lambda would be spun into a class at start-up). */
+    private static final class Link implements Runnable {
+        @Override
+        public void run() {
             MethodHandle h = Calls.GET_CPU;
             linked = h != null;
-        });
+        }
     }
 
     /** Whether this platform lets a thread bind itself (links the downcalls on the calling thread if needed). */

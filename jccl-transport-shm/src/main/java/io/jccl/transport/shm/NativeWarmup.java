@@ -1,13 +1,15 @@
 package io.jccl.transport.shm;
 
+import io.jccl.verbs.spi.BackgroundLinking;
 import io.jccl.verbs.spi.Config;
 
 /**
  * Links the device's FFM downcalls ({@code syscall} for the futex doorbell, {@code kill}, the cross-memory-attach
  * pair) on a background daemon thread when the first context opens, instead of in the constructors on the
  * caller's thread. The first downcall a JVM links costs tens of milliseconds (linker start-up, a generated stub
- * class per call shape); done here it overlaps the rendezvous, and a thread that needs a handle earlier simply
- * waits for the class initialisation in progress (or links it itself). {@code JCCL_SHM_PRELINK=0} turns the
+ * class per call shape); done here, after {@link BackgroundLinking#DELAY_MS} (so that it does not compete with the
+ * rank's start-up for the CPU), a thread that needs a handle earlier simply links it itself (or waits for the class
+ * initialisation in progress). {@code JCCL_SHM_PRELINK=0} turns the
  * thread off (handles are then linked on first use).
  */
 final class NativeWarmup {
@@ -25,7 +27,15 @@ final class NativeWarmup {
         if (Config.value("JCCL_SHM_PRELINK", "1").equals("0")) {
             return;
         }
-        Thread.ofPlatform().daemon().name("jccl-shm-prelink").start(NativeWarmup::linkAll);
+        BackgroundLinking.start("jccl-shm-prelink", new LinkAll());
+    }
+
+    /** {@link #linkAll} as a task. */
+    private static final class LinkAll implements Runnable {
+        @Override
+        public void run() {
+            linkAll();
+        }
     }
 
     /** Links every handle (each holder class initialises once; failures leave the fallbacks in place). */
