@@ -15,13 +15,12 @@ import java.lang.foreign.ValueLayout;
  */
 final class JcclBackend implements BenchBackend {
     private final Communicator comm;
-    private final MemorySegment scalarSend;
-    private final MemorySegment scalarRecv;
+    /** Buffers of {@link #maxOverRanks}, allocated at its first call (not inside StartupProbe's timed creation). */
+    private MemorySegment scalarSend;
+    private MemorySegment scalarRecv;
 
     private JcclBackend(Communicator comm) {
         this.comm = comm;
-        this.scalarSend = comm.allocate(8);
-        this.scalarRecv = comm.allocate(8);
     }
 
     static BenchBackend fromEnvironment() {
@@ -97,6 +96,10 @@ final class JcclBackend implements BenchBackend {
 
     @Override
     public double maxOverRanks(double value) {
+        if (scalarSend == null) {
+            scalarSend = comm.allocate(8);
+            scalarRecv = comm.allocate(8);
+        }
         scalarSend.set(ValueLayout.JAVA_DOUBLE, 0, value);
         comm.allReduce(scalarSend, scalarRecv, 1, DataType.FLOAT64, ReduceOp.MAX);
         return scalarRecv.get(ValueLayout.JAVA_DOUBLE, 0);
