@@ -71,7 +71,7 @@ public final class ShmQueuePair extends AbstractQueuePair {
      * Cross-memory attach and the process probe, made at first use: their FFM state (the errno capture layout)
      * costs a rank milliseconds of start-up, and a job on the direct path may never need them.
      */
-    private volatile CrossMemoryAttach cma;
+    private volatile NativeCalls nativeCalls;
     private final ShmKeyTable.Entry remoteEntry = new ShmKeyTable.Entry();
     private final ShmKeyTable.Entry scratchEntry = new ShmKeyTable.Entry();
 
@@ -80,7 +80,6 @@ public final class ShmQueuePair extends AbstractQueuePair {
     private long lastLivenessCheckNs;
     private long lastSweepNs;
     private long lastFastLivenessCheckNs;
-    private volatile ProcessProbe processProbe;
     private final Object lazyLock = new Object();
     /** Native scratch for the original value of an atomic on private memory (read by cross-memory attach). */
     private final MemorySegment atomicScratch;
@@ -381,32 +380,30 @@ public final class ShmQueuePair extends AbstractQueuePair {
         return work;
     }
 
-    private CrossMemoryAttach cma() {
-        CrossMemoryAttach c = cma;
-        if (c == null) {
+    /** The downcall state this queue pair makes at first use (see {@link #nativeCalls}). */
+    private record NativeCalls(CrossMemoryAttach cma, ProcessProbe probe) {
+    }
+
+    private NativeCalls nativeCalls() {
+        NativeCalls n = nativeCalls;
+        if (n == null) {
             synchronized (lazyLock) {
-                c = cma;
-                if (c == null) {
-                    c = new CrossMemoryAttach(arena);
-                    cma = c;
+                n = nativeCalls;
+                if (n == null) {
+                    n = new NativeCalls(new CrossMemoryAttach(arena), new ProcessProbe(arena));
+                    nativeCalls = n;
                 }
             }
         }
-        return c;
+        return n;
+    }
+
+    private CrossMemoryAttach cma() {
+        return nativeCalls().cma();
     }
 
     private ProcessProbe processProbe() {
-        ProcessProbe p = processProbe;
-        if (p == null) {
-            synchronized (lazyLock) {
-                p = processProbe;
-                if (p == null) {
-                    p = new ProcessProbe(arena);
-                    processProbe = p;
-                }
-            }
-        }
-        return p;
+        return nativeCalls().probe();
     }
 
     /** Runs the request at the head; false when it must wait. */
