@@ -201,7 +201,8 @@ class Harness:
 
     def pair_ceilings(self, label):
         """The two-rank all-reduce's memory ceiling in C (bench/c/pair_allreduce_bw.c): two threads, the whole-vector,
-        split and split-with-streaming-stores patterns, at the sizes where the shm targets are memory-bound."""
+        split, split-with-streaming-stores and in-place patterns, at the sizes where the shm targets are
+        memory-bound."""
         if "shm" not in self.a.configs:
             return
         exe = B.c_binary("pair_allreduce_bw", flags=("-O3", "-march=native", "-pthread"))

@@ -53,7 +53,7 @@ final class JcclBackend implements BenchBackend {
     @Override
     public String algorithm(String op, long bytes) {
         Collective c = switch (op) {
-            case "allreduce", "allreduce_inplace" -> Collective.ALL_REDUCE;
+            case "allreduce", CollectiveBench.ALLREDUCE_IN_PLACE -> Collective.ALL_REDUCE;
             case "allgather" -> Collective.ALL_GATHER;
             default -> Collective.BROADCAST;
         };

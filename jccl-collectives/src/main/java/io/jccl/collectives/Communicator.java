@@ -287,6 +287,7 @@ public final class Communicator implements AutoCloseable {
         // exchange says which each end opened (pairs are symmetric: both ends of such a pair take part).
         Peer[] peers = new Peer[size];
         boolean allSameHost = true;
+        boolean[] sameHost = new boolean[size];
         String[] choice = new String[size];
         StringBuilder[] why = new StringBuilder[size];
         List<List<String>> theirDevices = new ArrayList<>();
@@ -294,10 +295,10 @@ public final class Communicator implements AutoCloseable {
         for (int j = 0; j < size; j++) {
             theirDevices.add(j == rank ? List.of() : new ArrayList<>(Arrays.asList(peersHello[j][7].split(","))));
             if (j != rank) {
-                boolean sameHost = peersHello[j][4].equals(hostId);
-                allSameHost &= sameHost;
+                sameHost[j] = peersHello[j][4].equals(hostId);
+                allSameHost &= sameHost[j];
                 why[j] = new StringBuilder();
-                choice[j] = chooseDevice(order, j, sameHost, peersHello[j][4], opened, unavailable,
+                choice[j] = chooseDevice(order, j, sameHost[j], peersHello[j][4], opened, unavailable,
                     theirDevices.get(j), true, why[j]);
                 needNetwork |= NETWORK_NEEDED.equals(choice[j]);
             }
@@ -319,8 +320,8 @@ public final class Communicator implements AutoCloseable {
                         theirDevices.get(j).addAll(Arrays.asList(theirs.split(",")));
                     }
                     why[j] = new StringBuilder();
-                    choice[j] = chooseDevice(order, j, peersHello[j][4].equals(hostId), peersHello[j][4], opened,
-                        unavailable, theirDevices.get(j), false, why[j]);
+                    choice[j] = chooseDevice(order, j, sameHost[j], peersHello[j][4], opened, unavailable,
+                        theirDevices.get(j), false, why[j]);
                 }
             }
         }
@@ -328,7 +329,6 @@ public final class Communicator implements AutoCloseable {
             if (j == rank) {
                 continue;
             }
-            boolean sameHost = peersHello[j][4].equals(hostId);
             String chosen = choice[j];
             StringBuilder reasons = why[j];
             if (chosen == null) {
@@ -336,10 +336,10 @@ public final class Communicator implements AutoCloseable {
                 throw new CollectiveException("rank " + rank + " has no transport in common with rank " + j + ": "
                     + reasons + "(JCCL_TRANSPORT=" + options.transports() + ")");
             }
-            String reason = (chosen.startsWith("shm") ? "same host, shared memory"
-                : reasons.isEmpty() ? (sameHost ? "same host" : "different host") + ", " + chosen + " requested"
+            String reason = (isSameHostDevice(chosen) ? "same host, shared memory"
+                : reasons.isEmpty() ? (sameHost[j] ? "same host" : "different host") + ", " + chosen + " requested"
                 : reasons.toString()).trim();
-            if (!reasons.isEmpty() && order.indexOf(chosen) > 0 && sameHost) {
+            if (!reasons.isEmpty() && order.indexOf(chosen) > 0 && sameHost[j]) {
                 log.warn(rank, Log.Subsys.INIT, "falling back to " + chosen + " for rank " + j + ": " + reasons);
             }
             peers[j] = new Peer(j, opened.get(chosen), reason.endsWith(";") ? reason.substring(0, reason.length() - 1)
@@ -348,7 +348,7 @@ public final class Communicator implements AutoCloseable {
             peers[j].slotBytes = Signature.BYTES + peers[j].chunkBytes;
             peers[j].host = peersHello[j][4];
             peers[j].pid = Long.parseLong(peersHello[j][5]);
-            peers[j].sameHost = sameHost;
+            peers[j].sameHost = sameHost[j];
         }
         devicesTried.addAll(opened.keySet());
         devicesTried.addAll(unavailable.keySet());

@@ -158,9 +158,9 @@ public final class DemoRank {
         int rows = 0;
         long wrongTotal = 0;
         for (long bytes = 8; bytes <= maxBytes; bytes *= 8) {
-            double[] result = row(communicator, send, recv, bytes, bytes <= 65536 ? 2000 : 200);
-            double seconds = result[0];
-            long wrong = (long) result[1];
+            Row result = row(communicator, send, recv, bytes, bytes <= 65536 ? 2000 : 200);
+            double seconds = result.seconds();
+            long wrong = result.wrong();
             wrongTotal += wrong;
             double algbw = BusBandwidth.algorithmBandwidth(bytes, seconds);
             double busbw = BusBandwidth.of("all_reduce_perf").busBandwidth(bytes, seconds, communicator.size());
@@ -178,11 +178,12 @@ public final class DemoRank {
         }
     }
 
-    /**
-     * One row of the table: 5 warm-up all-reduces, then {@code iterations} timed ones, then the check. Returns the
-     * seconds per all-reduce (MAX over ranks) and the wrong elements (summed over ranks).
-     */
-    private static double[] row(Communicator communicator, MemorySegment send, MemorySegment recv, long bytes,
+    /** A row's result: seconds per all-reduce (MAX over ranks) and wrong elements (summed over ranks). */
+    private record Row(double seconds, long wrong) {
+    }
+
+    /** One row of the table: 5 warm-up all-reduces, then {@code iterations} timed ones, then the check. */
+    private static Row row(Communicator communicator, MemorySegment send, MemorySegment recv, long bytes,
                                 int iterations) {
         int rank = communicator.rank();
         int size = communicator.size();
@@ -211,6 +212,6 @@ public final class DemoRank {
         communicator.allReduce(wrongs, ReduceOp.SUM);
         double[] time = {seconds};
         communicator.allReduce(time, ReduceOp.MAX);
-        return new double[] {time[0], wrongs[0]};
+        return new Row(time[0], wrongs[0]);
     }
 }
