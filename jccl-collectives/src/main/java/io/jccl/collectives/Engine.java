@@ -342,6 +342,12 @@ final class Engine {
                     yields++;
                 }
             }
+        } catch (CollectiveException.PeerFailure e) {
+            // The peer that failed is often not the one this rank waited for: a rank that timed out breaks all its
+            // links, and its neighbours learn of it before their own deadline. Saying what this rank still waited
+            // for lets the job's reports lead to the rank that never came (failure path only, so the string is fine).
+            throw new CollectiveException.PeerFailure(e.rank(), e.getMessage() + "; rank " + rank
+                + " was waiting for " + describeWait(n));
         } finally {
             nx = 0;
             active = 0;

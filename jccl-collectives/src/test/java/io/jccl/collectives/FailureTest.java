@@ -176,11 +176,34 @@ class FailureTest {
         long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
         Throwable e = results.get(2);
         assertInstanceOf(CollectiveException.class, e);
-        assertTrue(e.getMessage().contains("rank 1") || results.get(0).getMessage().contains("rank 1"),
-            e.getMessage());
+        // Rank 2 receives from rank 1 in the ring. Whether its own deadline fired first or rank 0's timeout broke
+        // the links before it, its report names what it was waiting for: the rank that never came.
+        assertTrue(e.getMessage().contains("data from rank 1"), e.getMessage());
         assertTrue(ms < 10_000, "took " + ms);
         assertTrue(results.get(0) instanceof CollectiveException.Timeout
             || results.get(2) instanceof CollectiveException.Timeout);
+    }
+
+    @Test
+    void brokenLinkReportSaysWhatThisRankWaitedFor() throws Exception {
+        // Rank 2 joins 400 ms late, so rank 0 (waiting for rank 2's ring data) times out first and breaks its
+        // links while rank 2 still waits for rank 1, which never calls. Rank 2 fails on the broken link, not on its
+        // own deadline, and must still name rank 1.
+        List<Throwable> results = outcomes(3, Ranks.loop().withTimeout(Duration.ofMillis(800))
+            .withAlgorithms("allreduce:ring"), c -> {
+            if (c.rank() == 1) {
+                Thread.sleep(3000);
+                return;
+            }
+            if (c.rank() == 2) {
+                Thread.sleep(400);
+            }
+            allReduceOnce(c, 100);
+        });
+        assertInstanceOf(CollectiveException.Timeout.class, results.get(0), String.valueOf(results.get(0)));
+        Throwable e = results.get(2);
+        assertInstanceOf(CollectiveException.PeerFailure.class, e, String.valueOf(e));
+        assertTrue(e.getMessage().contains("rank 2 was waiting for data from rank 1"), e.getMessage());
     }
 
     @Test
