@@ -12,6 +12,9 @@
 //   inplace   split in place (out_r = in_r, as torch's all_reduce(tensor) and gloo work): each thread reads its half
 //             of both buffers and writes the sum back into both, lines it has just read, so no store needs a
 //             read-for-ownership (reads N, writes N per thread with ordinary stores)
+//   allgather not an all-reduce: the two-rank all-gather's copy ceiling for an output of BYTES (each input is its
+//             first half): each thread copies its own input and then the peer's, read where it is, into its output
+//             with glibc memcpy (reads N, writes N per thread)
 // Compiled with -O3 -march=native (the compiler vectorises the loops; split-nt uses AVX intrinsics when present).
 //
 //   pair_allreduce_bw BYTES REPS       prints one CSV line per pattern: pair_allreduce,PATTERN,BYTES,median_us,min_us
@@ -26,6 +29,7 @@
 
 #define BLOCK_FLOATS (64 * 1024 / 4)
 #define INPLACE 3
+#define ALLGATHER 4
 
 static long count;
 static float *in[2], *out[2];
@@ -80,12 +84,19 @@ static void split_inplace(int r) {
     }
 }
 
+static void allgather(int r) {
+    long half = count / 2;
+    memcpy(out[r] + r * half, in[r], (size_t) half * 4);
+    memcpy(out[r] + (1 - r) * half, in[1 - r], (size_t) half * 4);
+}
+
 static void run_pattern(int r) {
     switch (pattern) {
         case 0: whole(r); break;
         case 1: split(r); break;
         case 2: split_nt(r); break;
-        default: split_inplace(r); break;
+        case INPLACE: split_inplace(r); break;
+        default: allgather(r); break;
     }
 }
 
@@ -137,8 +148,8 @@ int main(int argc, char **argv) {
         for (long k = 0; k < count; k++) out[i][k] = 0;
     }
     init_inputs();
-    static const char *names[] = {"whole", "split", "split-nt", "inplace"};
-    for (pattern = 0; pattern <= INPLACE; pattern++) {
+    static const char *names[] = {"whole", "split", "split-nt", "inplace", "allgather"};
+    for (pattern = 0; pattern <= ALLGATHER; pattern++) {
         run_threads();
         if (pattern == INPLACE) { // the repetitions summed the sums: start again from the inputs, once, for the check
             init_inputs();
@@ -153,7 +164,9 @@ int main(int argc, char **argv) {
             init_inputs();
         }
         for (long k = 0; k < count; k++) { // every pattern must have produced the sum in both outputs
-            float want = (float) (k % 7) + (float) (k % 7 + 1);
+            long half = count / 2; // (the all-gather: both inputs' first halves, one after the other)
+            float want = pattern == ALLGATHER ? in[k < half ? 0 : 1][k < half ? k : k - half]
+                                              : (float) (k % 7) + (float) (k % 7 + 1);
             if (out[0][k] != want || out[1][k] != want) {
                 fprintf(stderr, "%s: wrong result at %ld\n", names[pattern], k);
                 return 1;
