@@ -323,18 +323,20 @@ final class PerfSession implements AutoCloseable {
                         globalCompleted += covered;
                     }
                 }
-                boolean finished = true;
-                for (int q = 0; q < n; q++) {
-                    if (completed[q] < limit[q]) {
-                        finished = false;
-                        break;
-                    }
-                }
-                if (finished && (stopping || deadlineNs == 0)) {
-                    break;
-                }
             } else {
                 checkPeer();
+            }
+            // Checked after every poll, empty or not: when the deadline falls just after a signaled request
+            // completed, nothing is outstanding and no later poll returns anything (this used to spin forever).
+            boolean finished = true;
+            for (int q = 0; q < n; q++) {
+                if (completed[q] < limit[q]) {
+                    finished = false;
+                    break;
+                }
+            }
+            if (finished && (stopping || deadlineNs == 0)) {
+                break;
             }
         }
         if (spanOut != null) {

@@ -5,6 +5,7 @@ import io.jccl.verbs.Device;
 import io.jccl.verbs.Verbs;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.io.ByteArrayOutputStream;
@@ -13,6 +14,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -96,6 +98,18 @@ class PerfSystemTest {
         List<Double> send = rowAfter(run("perf", "send_bw", "--local", "-n", "300", "-s", "4096", "-q", "2"),
             PerfReport.BW_HEADER);
         assertEquals(600, send.get(1), "iterations count every QP");
+    }
+
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
+    void durationEndsWhenNothingIsOutstandingAtTheDeadline() {
+        // A TX depth equal to the CQ moderation completes whole batches: the deadline is usually first seen with
+        // every request reaped, and the loop used to wait for a completion that could never come.
+        for (String tx : new String[] {"1", "8"}) {
+            List<Double> bw = rowAfter(run("perf", "write_bw", "--local", "-d", "shm0", "-D", "1", "-s", "65536",
+                "-t", tx, "-Q", tx), PerfReport.BW_HEADER);
+            assertTrue(bw.get(1) > 0 && bw.get(3) > 0, "tx " + tx + ": " + bw);
+        }
     }
 
     @Test
