@@ -25,7 +25,8 @@ import java.util.Locale;
  * from root 0 in place, allgather of count = bytes / 4 / n floats per rank. algbw = bytes / median; busbw = algbw ×
  * 2(n-1)/n (allreduce, and {@code allreduce_inplace}: send buffer = receive buffer), (n-1)/n (allgather), 1
  * (broadcast), as nccl-tests. Buffers come from the communicator's allocator (registered, page-aligned): one send
- * and one receive buffer for the largest size, used from their start by every size. After the blocks every element of the result is checked (allreduce: n(n+1)/2; broadcast: 1; allgather: segment r = r+1);
+ * and one receive buffer for the largest size, used from their start by every size. After the blocks every element
+ * of the result is checked (allreduce: n(n+1)/2; broadcast: 1; allgather: segment r = r+1);
  * a mismatch prints the first bad element and exits with status 3.
  *
  * <p>The communicator comes from the environment that {@code ./jccl run -np N} sets (JCCL_RANK, JCCL_WORLD_SIZE,

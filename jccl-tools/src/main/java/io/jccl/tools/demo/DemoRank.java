@@ -3,7 +3,9 @@ package io.jccl.tools.demo;
 import io.jccl.collectives.Communicator;
 import io.jccl.collectives.DataType;
 import io.jccl.collectives.ReduceOp;
+import io.jccl.tools.JitSettle;
 import io.jccl.tools.colltests.BusBandwidth;
+import io.jccl.tools.colltests.TestsCommand;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -141,10 +143,10 @@ public final class DemoRank {
         for (long bytes = 8; bytes <= maxBytes; bytes *= 8) {
             // as many runs as jccl tests' default --jit_warmup (C2 compiles a path after some 10 000 runs; with
             // fewer, the compilation lands inside the timed row)
-            row(communicator, send, recv, bytes, io.jccl.tools.colltests.TestsCommand.jitRunsFor(bytes, 20000));
+            row(communicator, send, recv, bytes, TestsCommand.jitRunsFor(bytes, 20000));
         }
         communicator.barrier();
-        long settledMs = io.jccl.tools.JitSettle.await();
+        long settledMs = JitSettle.await();
         communicator.barrier();
         if (rank == 0) {
             System.out.printf(Locale.ROOT, "# JIT warm-up: every size unmeasured, then %d ms idle (until the JIT was "
@@ -184,7 +186,7 @@ public final class DemoRank {
 
     /** One row of the table: 5 warm-up all-reduces, then {@code iterations} timed ones, then the check. */
     private static Row row(Communicator communicator, MemorySegment send, MemorySegment recv, long bytes,
-                                int iterations) {
+                           int iterations) {
         int rank = communicator.rank();
         int size = communicator.size();
         long count = bytes / Float.BYTES;

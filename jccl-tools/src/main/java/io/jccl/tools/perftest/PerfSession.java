@@ -328,14 +328,7 @@ final class PerfSession implements AutoCloseable {
             }
             // Checked after every poll, empty or not: when the deadline falls just after a signaled request
             // completed, nothing is outstanding and no later poll returns anything (this used to spin forever).
-            boolean finished = true;
-            for (int q = 0; q < n; q++) {
-                if (completed[q] < limit[q]) {
-                    finished = false;
-                    break;
-                }
-            }
-            if (finished && (stopping || deadlineNs == 0)) {
+            if ((stopping || deadlineNs == 0) && allCompleted(n)) {
                 break;
             }
         }
@@ -343,6 +336,16 @@ final class PerfSession implements AutoCloseable {
             spanOut[0] = lastCompletionNs - firstPostNs;
         }
         return globalCompleted;
+    }
+
+    /** Whether each of the first {@code n} queue pairs has completed every request up to its limit. */
+    private boolean allCompleted(int n) {
+        for (int q = 0; q < n; q++) {
+            if (completed[q] < limit[q]) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /**
