@@ -1,7 +1,5 @@
 package io.jccl.collectives;
 
-import io.jccl.collectives.internal.CpuAffinity;
-import io.jccl.collectives.internal.Log;
 import io.jccl.collectives.store.PrefixStore;
 import io.jccl.collectives.store.Store;
 import io.jccl.collectives.tuning.Algorithm;
@@ -9,12 +7,12 @@ import io.jccl.collectives.tuning.AlgorithmFilter;
 import io.jccl.collectives.tuning.CostModel;
 import io.jccl.collectives.tuning.LinkParameters;
 import io.jccl.collectives.tuning.TuningParameters;
+import io.jccl.common.CpuAffinity;
+import io.jccl.common.Log;
+import io.jccl.common.SecureIds;
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.MemoryRegion;
-import io.jccl.verbs.spi.SecureIds;
 
-import javax.crypto.Mac;
-import javax.crypto.spec.SecretKeySpec;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.charset.StandardCharsets;
@@ -32,6 +30,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
 
 /**
  * A group of ranks that run collectives together (NCCL's {@code ncclComm_t}, MPI's communicator).
@@ -222,7 +222,7 @@ public final class Communicator implements AutoCloseable {
     private void init() {
         long deadline = System.nanoTime() + options.timeoutNs();
         String hostId = hostIdentity(options);
-        long pid = io.jccl.verbs.spi.ProcessIds.self();
+        long pid = io.jccl.common.ProcessIds.self();
         List<String> order = preferredDevices();
         // Devices this rank opened, published so that both sides of a pair pick the same one. Same-host devices
         // (shared memory) open now; network devices only once some pair turns out to need one (below): on one

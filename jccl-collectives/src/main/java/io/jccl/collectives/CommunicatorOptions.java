@@ -1,6 +1,6 @@
 package io.jccl.collectives;
 
-import io.jccl.verbs.spi.Config;
+import io.jccl.common.Config;
 
 import java.time.Duration;
 import java.util.Locale;

@@ -1,11 +1,11 @@
 package io.jccl.collectives;
 
-import io.jccl.collectives.internal.CpuAffinity;
-import io.jccl.collectives.internal.Log;
 import io.jccl.collectives.kernel.Kernels;
 import io.jccl.collectives.kernel.ReduceKernels;
+import io.jccl.common.CpuAffinity;
+import io.jccl.common.Log;
+import io.jccl.common.idle.BackoffIdleStrategy;
 import io.jccl.verbs.MemoryRegion;
-import io.jccl.verbs.spi.IdleStrategy;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -27,7 +27,7 @@ final class Engine {
     final int size;
     final ReduceKernels kernels = Kernels.get();
     private final Xfer[] xfers;
-    private IdleStrategy idle = new IdleStrategy();
+    private BackoffIdleStrategy idle = new BackoffIdleStrategy();
 
     /**
      * More ranks on this host than cores (Open MPI's "oversubscribed"): spin only briefly and then yield for long,
@@ -35,10 +35,10 @@ final class Engine {
      */
     void oversubscribed(int localRanks) {
         if (localRanks > Runtime.getRuntime().availableProcessors()
-            && io.jccl.verbs.spi.Config.value("JCCL_SPIN_US") == null) {
+            && io.jccl.common.Config.value("JCCL_SPIN_US") == null) {
             // Yield at once (Open MPI does the same when oversubscribed): the rank this one waits for is runnable
             // and needs the core; spinning only delays it by the rest of the time slice.
-            idle = new IdleStrategy(0, 5_000_000, IdleStrategy.PARK_MAX_NS);
+            idle = new BackoffIdleStrategy(0, 5_000_000, BackoffIdleStrategy.PARK_MAX_NS);
             directIdle = idle;
             directSpin.off();
             messageSpin.off();
@@ -58,8 +58,8 @@ final class Engine {
     /** Shortest adaptive spin of a wait (a lock-step peer on another core arrives within it). */
     static final long MIN_SPIN_NS = 1_000;
     /** Spin of direct-path waits ({@link #awaitArrival}) and of message-path waits ({@link #run}). */
-    private final AdaptiveSpin directSpin = new AdaptiveSpin(IdleStrategy.SPIN_NS);
-    private final AdaptiveSpin messageSpin = new AdaptiveSpin(IdleStrategy.SPIN_NS);
+    private final AdaptiveSpin directSpin = new AdaptiveSpin(BackoffIdleStrategy.SPIN_NS);
+    private final AdaptiveSpin messageSpin = new AdaptiveSpin(BackoffIdleStrategy.SPIN_NS);
 
     /**
      * A spin limit that adapts like a JVM monitor's, up to {@code JCCL_SPIN_US} (0 when oversubscribed): a wait
@@ -119,7 +119,7 @@ final class Engine {
         }
     }
     /** Idler of direct-path waits after the adaptive spin: yields at once, then parks. */
-    private IdleStrategy directIdle = new IdleStrategy(0, IdleStrategy.YIELD_NS, IdleStrategy.PARK_MAX_NS);
+    private BackoffIdleStrategy directIdle = new BackoffIdleStrategy(0, BackoffIdleStrategy.YIELD_NS, BackoffIdleStrategy.PARK_MAX_NS);
     private final MemorySegment[] sources;
     private final int[] world;
     /** Current group of the message-path algorithms (world ranks), its size and this rank's index in it. */
@@ -191,7 +191,7 @@ final class Engine {
         idle(work, focus, idle);
     }
 
-    private void idle(int work, Peer focus, IdleStrategy idle) {
+    private void idle(int work, Peer focus, BackoffIdleStrategy idle) {
         if (work > 0) {
             idle.reset();
             return;
@@ -270,7 +270,7 @@ final class Engine {
         int n = nx;
         active = n;
         beginWait();
-        IdleStrategy after = messageSpin.maxNs() == 0 ? idle : messageIdle;
+        BackoffIdleStrategy after = messageSpin.maxNs() == 0 ? idle : messageIdle;
         after.reset();
         long spinLimit = messageSpin.limitNs();
         long startNs = System.nanoTime();
@@ -358,8 +358,8 @@ final class Engine {
      * Idler of message-path waits after the adaptive spin: yields at once, for as long as the fixed spin and yield
      * phases together lasted, then parks (a long wait parks no earlier than with a fixed spin).
      */
-    private final IdleStrategy messageIdle = new IdleStrategy(0, IdleStrategy.SPIN_NS + IdleStrategy.YIELD_NS,
-        IdleStrategy.PARK_MAX_NS);
+    private final BackoffIdleStrategy messageIdle = new BackoffIdleStrategy(0, BackoffIdleStrategy.SPIN_NS + BackoffIdleStrategy.YIELD_NS,
+        BackoffIdleStrategy.PARK_MAX_NS);
     /**
      * Adapts the spin of message-path waits with the rules of {@link AdaptiveSpin}, without the CPU evidence of
      * the direct path: a wait that needed no yield ended while spinning, one or two yields count as quick, more as

@@ -1,6 +1,6 @@
 package io.jccl.collectives;
 
-import io.jccl.collectives.internal.Log;
+import io.jccl.common.Log;
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.Context;
@@ -524,7 +524,7 @@ final class Transport implements AutoCloseable {
             throw peerFailed(p, "rank " + p.rank + " is unreachable: queue pair to it is in ERROR (process died, "
                 + "aborted, closed or connection lost)");
         }
-        if (p.sameHost && p.pid > 0 && p.pid != io.jccl.verbs.spi.ProcessIds.self()) {
+        if (p.sameHost && p.pid > 0 && p.pid != io.jccl.common.ProcessIds.self()) {
             boolean alive = ProcessHandle.of(p.pid).map(ProcessHandle::isAlive).orElse(false);
             if (!alive) {
                 throw peerFailed(p, "rank " + p.rank + " died (process " + p.pid + " on " + p.host + " is gone)");
@@ -587,7 +587,7 @@ final class Transport implements AutoCloseable {
      */
     void drainSends(long budgetNs) {
         long deadline = System.nanoTime() + budgetNs;
-        io.jccl.verbs.spi.IdleStrategy idle = new io.jccl.verbs.spi.IdleStrategy();
+        io.jccl.common.idle.BackoffIdleStrategy idle = new io.jccl.common.idle.BackoffIdleStrategy();
         try {
             while (anySendOutstanding() && System.nanoTime() - deadline < 0) {
                 idle.idle(poll());

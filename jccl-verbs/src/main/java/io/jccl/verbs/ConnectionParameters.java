@@ -41,7 +41,7 @@ public record ConnectionParameters(int accessFlags, int responderResources, int 
      * JCCL_AUTH_SECRET when set.
      */
     public static ConnectionParameters defaults() {
-        String secret = io.jccl.verbs.spi.Config.value("JCCL_AUTH_SECRET");
+        String secret = io.jccl.common.Config.value("JCCL_AUTH_SECRET");
         return new ConnectionParameters(AccessFlag.toMask(AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ,
             AccessFlag.REMOTE_ATOMIC), 16, 16, 7, 7, 1, 14, null, Duration.ofSeconds(10),
             secret == null || secret.isEmpty() ? null : secret.getBytes(java.nio.charset.StandardCharsets.UTF_8));

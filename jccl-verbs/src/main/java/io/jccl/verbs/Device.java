@@ -11,6 +11,12 @@ public interface Device {
     /** Node GUID. */
     long guid();
 
+    /**
+     * What the device's ports are attached to; known without opening the device (a collective decides from it
+     * which devices it needs to open at all).
+     */
+    LinkLayer linkLayer();
+
     /** Opens the device. */
     Context open();
 }

@@ -2,8 +2,8 @@ package io.jccl.collectives.kernel;
 
 import io.jccl.collectives.DataType;
 import io.jccl.collectives.ReduceOp;
-import io.jccl.collectives.internal.Log;
-import io.jccl.verbs.spi.Config;
+import io.jccl.common.Config;
+import io.jccl.common.Log;
 
 import java.lang.foreign.MemorySegment;
 

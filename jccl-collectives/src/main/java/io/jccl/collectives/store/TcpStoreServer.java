@@ -1,6 +1,6 @@
 package io.jccl.collectives.store;
 
-import io.jccl.collectives.internal.Log;
+import io.jccl.common.Log;
 
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;

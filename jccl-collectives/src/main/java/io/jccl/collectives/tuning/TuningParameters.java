@@ -1,6 +1,6 @@
 package io.jccl.collectives.tuning;
 
-import io.jccl.verbs.spi.Config;
+import io.jccl.common.Config;
 
 /**
  * Inputs of the cost model: the message path's α-β (the slowest transport any rank uses), the direct (mapped

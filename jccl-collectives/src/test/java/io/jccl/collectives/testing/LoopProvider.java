@@ -1,10 +1,12 @@
 package io.jccl.collectives.testing;
 
+import io.jccl.common.SecureIds;
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.AtomicCapability;
 import io.jccl.verbs.Context;
 import io.jccl.verbs.Device;
 import io.jccl.verbs.DeviceAttributes;
+import io.jccl.verbs.LinkLayer;
 import io.jccl.verbs.PathMtu;
 import io.jccl.verbs.PortAttributes;
 import io.jccl.verbs.PortState;
@@ -18,7 +20,6 @@ import io.jccl.verbs.spi.AbstractContext;
 import io.jccl.verbs.spi.AbstractProtectionDomain;
 import io.jccl.verbs.spi.AbstractQueuePair;
 import io.jccl.verbs.spi.ReceiveSlot;
-import io.jccl.verbs.spi.SecureIds;
 import io.jccl.verbs.spi.SendSlot;
 import io.jccl.verbs.spi.SoftMemoryRegion;
 import io.jccl.verbs.spi.VerbsProvider;
@@ -75,6 +76,11 @@ public final class LoopProvider implements VerbsProvider {
         }
 
         @Override
+        public LinkLayer linkLayer() {
+            return LinkLayer.MEMORY;
+        }
+
+        @Override
         public Context open() {
             return new LoopContext(this);
         }
@@ -88,7 +94,7 @@ public final class LoopProvider implements VerbsProvider {
             attributes = new DeviceAttributes("loop0", "loop", "loopback", "1.0", device.guid(), 0, 0, 0,
                 1L << 40, 4096, 1 << 16, 1 << 14, 8, 1 << 12, 1 << 20, 1 << 16, 1 << 12, 16, 16, 256,
                 AtomicCapability.values()[0], List.of(new PortAttributes(1, PortState.ACTIVE, PathMtu.MTU_4096,
-                PathMtu.MTU_4096, "Memory", 1L << 31, "loop")));
+                PathMtu.MTU_4096, LinkLayer.MEMORY.displayName(), 1L << 31, "loop")));
         }
 
         @Override

@@ -1,7 +1,7 @@
 package io.jccl.tools.launcher;
 
+import io.jccl.common.SecureIds;
 import io.jccl.tools.JcclRuntime;
-import io.jccl.verbs.spi.SecureIds;
 
 import java.io.BufferedReader;
 import java.io.IOException;

@@ -1,5 +1,6 @@
 package io.jccl.tools.perftest;
 
+import io.jccl.common.CpuAffinity;
 import io.jccl.tools.JcclRuntime;
 import io.jccl.tools.Json;
 import io.jccl.tools.ProgressLine;
@@ -162,7 +163,12 @@ public final class PerfCommand implements Callable<Integer> {
             return LocalPerf.run(this, test);
         }
         if (pinCpu != null) {
-            CpuAffinity.pinCurrentThread(pinCpu);
+            // as perftest users do with taskset
+            String why = CpuAffinity.bindCurrentThread(pinCpu);
+            if (why != null) {
+                throw new PerfException("cannot pin to CPU " + pinCpu + ": " + why + " (does the CPU exist and is it "
+                    + "in this process's cpuset?)");
+            }
         }
         return host == null ? server(test) : client(test, host);
     }

@@ -1,7 +1,7 @@
 package io.jccl.transport.shm;
 
-import io.jccl.verbs.spi.BackgroundLinking;
-import io.jccl.verbs.spi.Config;
+import io.jccl.common.BackgroundLinking;
+import io.jccl.common.Config;
 
 /**
  * Links the device's FFM downcalls ({@code syscall} for the futex doorbell, {@code kill}, the cross-memory-attach

@@ -1,9 +1,9 @@
 package io.jccl.transport.shm;
 
-import io.jccl.verbs.WorkCompletion;
+import io.jccl.common.idle.BackoffIdleStrategy;
+import io.jccl.common.idle.Sleeper;
 import io.jccl.verbs.WorkCompletionOpcode;
 import io.jccl.verbs.WorkCompletionStatus;
-import io.jccl.verbs.spi.IdleStrategy;
 import io.jccl.verbs.spi.SoftCompletionQueue;
 
 import java.lang.foreign.Arena;
@@ -29,7 +29,12 @@ public final class ShmCompletionQueue extends SoftCompletionQueue {
     private volatile ShmQueuePair[] queuePairs = new ShmQueuePair[0];
 
     ShmCompletionQueue(ShmContext context, int capacity, Doorbell doorbell) {
-        super(context, capacity);
+        // A reply usually comes within microseconds (waking a sleeper costs ~100 µs): spin, yield, then sleep on
+        // the doorbell for as long as the poll may wait, capped as sleepOnDoorbell says.
+        DoorbellSleeper sleeper = new DoorbellSleeper();
+        super(context, capacity, new BackoffIdleStrategy(BackoffIdleStrategy.SPIN_NS, BackoffIdleStrategy.YIELD_NS,
+            IDLE_SLEEP_NS, IDLE_SLEEP_NS, sleeper));
+        sleeper.queue = this;
         this.doorbell = doorbell;
     }
 
@@ -53,44 +58,35 @@ public final class ShmCompletionQueue extends SoftCompletionQueue {
         doorbell.ring(); // a thread of this process may sleep on the doorbell rather than on park/unpark
     }
 
-    @Override
-    public int poll(WorkCompletion[] out, int max, long timeoutNs) {
-        int n = poll(out, max);
-        if (n > 0 || timeoutNs <= 0) {
-            return n;
+    /**
+     * The last phase of a blocking poll: sleep on the doorbell. Announced first ({@link Doorbell#enter}), then a
+     * last look (work published before the announcement is seen here, and a ring after it wakes the sleep), then
+     * at most {@code maxNs} (the poll's deadline, or {@link #IDLE_SLEEP_NS}), or {@code JCCL_PARK_MAX_US} while a
+     * queue pair waits on a timer.
+     */
+    private void sleepOnDoorbell(long maxNs) {
+        int sequence = doorbell.enter();
+        try {
+            if (progress() > 0 || hasCompletions()) {
+                return;
+            }
+            long capNs = hasTimedWork() ? BackoffIdleStrategy.PARK_MAX_NS : IDLE_SLEEP_NS;
+            doorbell.await(sequence, Math.min(maxNs, capNs), TIMESPEC.get());
+            for (ShmQueuePair queuePair : queuePairs) {
+                queuePair.lookFullyNextPoll(); // after a sleep, the liveness timers are due at once
+            }
+        } finally {
+            doorbell.leave();
         }
-        long start = System.nanoTime();
-        long deadline = start + timeoutNs;
-        while (true) {
-            long now = System.nanoTime();
-            if (now - deadline >= 0) {
-                return 0;
-            }
-            long idleNs = now - start;
-            if (idleNs < IdleStrategy.SPIN_NS) {
-                Thread.onSpinWait(); // a reply usually comes within microseconds: waking a sleeper costs ~100 µs
-            } else if (idleNs < IdleStrategy.SPIN_NS + IdleStrategy.YIELD_NS) {
-                Thread.yield();
-            } else {
-                int sequence = doorbell.enter();
-                try {
-                    n = poll(out, max); // after announcing ourselves: work published before this is seen here
-                    if (n > 0) {
-                        return n;
-                    }
-                    long capNs = hasTimedWork() ? IdleStrategy.PARK_MAX_NS : IDLE_SLEEP_NS;
-                    doorbell.await(sequence, Math.min(deadline - now, capNs), TIMESPEC.get());
-                    for (ShmQueuePair queuePair : queuePairs) {
-                        queuePair.lookFullyNextPoll(); // after a sleep, the liveness timers are due at once
-                    }
-                } finally {
-                    doorbell.leave();
-                }
-            }
-            n = poll(out, max);
-            if (n > 0) {
-                return n;
-            }
+    }
+
+    /** The doorbell sleep as the idle strategy's last phase (bound once the queue exists). */
+    private static final class DoorbellSleeper implements Sleeper {
+        private ShmCompletionQueue queue;
+
+        @Override
+        public void sleep(long maxNs) {
+            queue.sleepOnDoorbell(maxNs);
         }
     }
 

@@ -3,11 +3,12 @@ package io.jccl.transport.shm;
 import io.jccl.verbs.AtomicCapability;
 import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.Counter;
-import io.jccl.verbs.VerbsException;
 import io.jccl.verbs.DeviceAttributes;
+import io.jccl.verbs.LinkLayer;
 import io.jccl.verbs.PathMtu;
 import io.jccl.verbs.PortAttributes;
 import io.jccl.verbs.PortState;
+import io.jccl.verbs.VerbsException;
 import io.jccl.verbs.spi.AbstractContext;
 import io.jccl.verbs.spi.AbstractProtectionDomain;
 
@@ -61,7 +62,8 @@ public final class ShmContext extends AbstractContext {
         attributes = new DeviceAttributes(device.name(), ShmProvider.NAME, "shared memory (JCCL shm)", "1.0",
             device.guid(), 0x4A43, 1, 1, MAX_REGION_SIZE, 4096, 4096, 16384, 16, 4096, 1 << 20,
             ShmKeyTable.CAPACITY / 2, 4096, 16, 16, 1024, ATOMIC_CAPABILITY,
-            List.of(new PortAttributes(1, PortState.ACTIVE, PathMtu.MTU_4096, PathMtu.MTU_4096, "Memory",
+            List.of(new PortAttributes(1, PortState.ACTIVE, PathMtu.MTU_4096, PathMtu.MTU_4096,
+                LinkLayer.MEMORY.displayName(),
                 MAX_MESSAGE_SIZE, "boot_id:" + ShmFiles.bootId())));
     }
 

@@ -2,6 +2,7 @@ package io.jccl.transport.shm;
 
 import io.jccl.verbs.Context;
 import io.jccl.verbs.Device;
+import io.jccl.verbs.LinkLayer;
 
 /** The shm provider's single device, {@code shm0}: processes of this host, through shared memory. */
 public final class ShmDevice implements Device {
@@ -26,6 +27,11 @@ public final class ShmDevice implements Device {
     public long guid() {
         // Stable per host and boot, so tools show the same GUID in every process of the host.
         return ShmFiles.bootId().hashCode() & 0xFFFF_FFFFL | 0x4A43_434C_0000_0000L;
+    }
+
+    @Override
+    public LinkLayer linkLayer() {
+        return LinkLayer.MEMORY;
     }
 
     @Override

@@ -1,8 +1,8 @@
 package io.jccl.transport.shm;
 
+import io.jccl.common.Config;
+import io.jccl.common.SecureIds;
 import io.jccl.verbs.VerbsException;
-import io.jccl.verbs.spi.Config;
-import io.jccl.verbs.spi.SecureIds;
 
 import java.io.IOException;
 import java.lang.foreign.Arena;
@@ -42,7 +42,7 @@ public final class ShmFiles {
     private static final FileAttribute<Set<PosixFilePermission>> OWNER_ONLY =
         PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------"));
     private static final Set<Path> OWNED = ConcurrentHashMap.newKeySet();
-    private static final long SELF_PID = io.jccl.verbs.spi.ProcessIds.self();
+    private static final long SELF_PID = io.jccl.common.ProcessIds.self();
     private static final long SELF_START_TIME = startTime(SELF_PID);
     private static volatile String bootId;
     private static volatile boolean hookInstalled;

@@ -1,11 +1,11 @@
 package io.jccl.transport.shm;
 
+import io.jccl.common.SecureIds;
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.QueuePairInitAttributes;
 import io.jccl.verbs.VerbsException;
 import io.jccl.verbs.spi.AbstractProtectionDomain;
 import io.jccl.verbs.spi.AbstractQueuePair;
-import io.jccl.verbs.spi.SecureIds;
 import io.jccl.verbs.spi.SoftMemoryRegion;
 
 import java.lang.foreign.Arena;

@@ -3,6 +3,7 @@ package io.jccl.transport.tcp;
 import io.jccl.verbs.AtomicCapability;
 import io.jccl.verbs.Counter;
 import io.jccl.verbs.DeviceAttributes;
+import io.jccl.verbs.LinkLayer;
 import io.jccl.verbs.PathMtu;
 import io.jccl.verbs.PortAttributes;
 import io.jccl.verbs.PortState;
@@ -97,7 +98,7 @@ final class TcpContext extends AbstractContext implements TcpEngine.Handler {
         this.attributes = new DeviceAttributes(device.name(), TcpProvider.NAME, "iWARP (1)", "0.1.0", device.guid(),
             0, 0, 0, 1L << 40, 4096, 16384, 16384, 32, 65536, 1 << 20, 1 << 20, 1 << 16, 128, 128, MAX_INLINE,
             AtomicCapability.ATOMIC_GLOB, List.of(new PortAttributes(1, PortState.ACTIVE, PathMtu.MTU_4096,
-            PathMtu.MTU_4096, "Ethernet", MAX_MESSAGE, EndpointAddress.text(bindAddress))));
+            PathMtu.MTU_4096, LinkLayer.ETHERNET.displayName(), MAX_MESSAGE, EndpointAddress.text(bindAddress))));
         TcpEngine first = engines[0];
         first.setExtraTimer(this::onTimer);
         for (TcpEngine engine : engines) {

@@ -2,6 +2,7 @@ package io.jccl.transport.tcp;
 
 import io.jccl.verbs.Context;
 import io.jccl.verbs.Device;
+import io.jccl.verbs.LinkLayer;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -41,6 +42,11 @@ public final class TcpDevice implements Device {
     @Override
     public long guid() {
         return guid;
+    }
+
+    @Override
+    public LinkLayer linkLayer() {
+        return LinkLayer.ETHERNET;
     }
 
     @Override

@@ -1,9 +1,9 @@
 package io.jccl.transport.tcp;
 
+import io.jccl.common.SecureIds;
 import io.jccl.verbs.QueuePairInitAttributes;
 import io.jccl.verbs.spi.AbstractProtectionDomain;
 import io.jccl.verbs.spi.AbstractQueuePair;
-import io.jccl.verbs.spi.SecureIds;
 import io.jccl.verbs.spi.SoftMemoryRegion;
 
 import java.lang.foreign.Arena;

@@ -1,5 +1,6 @@
 package io.jccl.transport.tcp;
 
+import io.jccl.common.SecureIds;
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.Counter;
 import io.jccl.verbs.QueuePairAttributes;
@@ -14,7 +15,6 @@ import io.jccl.verbs.WorkCompletionStatus;
 import io.jccl.verbs.spi.AbstractQueuePair;
 import io.jccl.verbs.spi.CounterSet;
 import io.jccl.verbs.spi.ReceiveSlot;
-import io.jccl.verbs.spi.SecureIds;
 import io.jccl.verbs.spi.SendSlot;
 import io.jccl.verbs.spi.SoftMemoryRegion;
 

@@ -1,7 +1,7 @@
 package io.jccl.transport.tcp;
 
-import io.jccl.verbs.spi.Config;
-import io.jccl.verbs.spi.IdleStrategy;
+import io.jccl.common.Config;
+import io.jccl.common.idle.BackoffIdleStrategy;
 
 /**
  * Settings of a tcp context, read from {@code JCCL_*} environment variables (or their {@code jccl.*} system
@@ -74,7 +74,7 @@ public record TcpSettings(int threads, String interfaces, String family, String 
             (int) Config.longValue("JCCL_TCP_PORT", 0), (int) Config.longValue("JCCL_TCP_SOCKBUF",
             defaultSocketBuffer()),
             Config.longValue("JCCL_TCP_CONNECT_TIMEOUT_MS", 2000), Config.longValue("JCCL_TCP_PEER_TIMEOUT_MS",
-            10_000), Config.longValue("JCCL_TCP_SPIN_US", IdleStrategy.SPIN_NS / 1000) * 1000);
+            10_000), Config.longValue("JCCL_TCP_SPIN_US", BackoffIdleStrategy.SPIN_NS / 1000) * 1000);
     }
 
     /** A copy binding to {@code address} (a numeric IP or host name) instead of selecting an interface. */

@@ -1,5 +1,6 @@
 package io.jccl.verbs.spi;
 
+import io.jccl.common.SecureIds;
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.Endpoint;
 import io.jccl.verbs.PathMtu;

@@ -1,5 +1,6 @@
 package io.jccl.verbs.spi;
 
+import io.jccl.common.ProcessIds;
 import io.jccl.verbs.Counter;
 
 import java.io.IOException;

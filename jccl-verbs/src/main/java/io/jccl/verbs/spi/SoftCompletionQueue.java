@@ -1,5 +1,7 @@
 package io.jccl.verbs.spi;
 
+import io.jccl.common.idle.BackoffIdleStrategy;
+import io.jccl.common.idle.IdleStrategy;
 import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.Context;
 import io.jccl.verbs.VerbsException;
@@ -38,7 +40,7 @@ public class SoftCompletionQueue implements CompletionQueue {
     private volatile Progressable[] progressables = new Progressable[0];
     private int users;
     // One waiter at a time is the common case; sharing the idler between concurrent waiters only blurs timing.
-    private final IdleStrategy idler = new IdleStrategy();
+    private final IdleStrategy idler;
 
     private static final VarHandle HEAD;
     private static final VarHandle TAIL;
@@ -53,8 +55,17 @@ public class SoftCompletionQueue implements CompletionQueue {
         }
     }
 
-    /** A queue holding {@code capacity} completions. */
+    /** A queue holding {@code capacity} completions whose blocking poll spins, yields, then parks. */
     public SoftCompletionQueue(Context context, int capacity) {
+        this(context, capacity, new BackoffIdleStrategy());
+    }
+
+    /**
+     * A queue holding {@code capacity} completions whose blocking poll waits with {@code idler} (a provider passes
+     * one that sleeps on its own wake-up source).
+     */
+    protected SoftCompletionQueue(Context context, int capacity, IdleStrategy idler) {
+        this.idler = idler;
         if (capacity < 1) {
             throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, "completion queue capacity must be >= 1");
         }
@@ -196,14 +207,23 @@ public class SoftCompletionQueue implements CompletionQueue {
                 if (n > 0) {
                     return n;
                 }
-                if (System.nanoTime() - deadline >= 0) {
+                long leftNs = deadline - System.nanoTime();
+                if (leftNs <= 0) {
                     return 0;
                 }
-                idle.idle();
+                idle.idleAtMost(leftNs);
             }
         } finally {
             waiter = null;
         }
+    }
+
+    /**
+     * Whether a completion is waiting to be polled (an acquire read, no lock: a provider's sleep phase checks it
+     * after announcing that it sleeps, so that nothing pushed before is slept through).
+     */
+    protected boolean hasCompletions() {
+        return overflowed || (long) TAIL.getAcquire(this) != (long) HEAD.getAcquire(this);
     }
 
     /** Completions waiting to be polled. */

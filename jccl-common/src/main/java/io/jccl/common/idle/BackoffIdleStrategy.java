@@ -1,67 +1,73 @@
-package io.jccl.verbs.spi;
+package io.jccl.common.idle;
 
-import java.util.concurrent.locks.LockSupport;
+import io.jccl.common.Config;
 
 /**
- * Spin, then yield, then park with growing pauses. Waking a parked process on this machine kind costs 40–150 µs,
- * so a short spin phase keeps small-message latency low, while the park phase keeps an idle process near zero CPU
+ * Spin, then yield, then sleep with growing pauses. Waking a parked process on this machine kind costs 40–150 µs,
+ * so a short spin phase keeps small-message latency low, while the sleep phase keeps an idle process near zero CPU
  * even with 8 processes on 2 cores. Not thread-safe: one instance per waiting thread.
  *
  * <p>Tunable with {@code JCCL_SPIN_US} (default 50), {@code JCCL_YIELD_US} (default 200) and
  * {@code JCCL_PARK_MAX_US} (default 1000), as environment variables or {@code jccl.*} system properties.
  */
-public final class IdleStrategy {
+public final class BackoffIdleStrategy implements IdleStrategy {
     /** Default spin phase in nanoseconds. */
     public static final long SPIN_NS = Config.longValue("JCCL_SPIN_US", 50) * 1000;
     /** Default yield phase (after spinning) in nanoseconds. */
     public static final long YIELD_NS = Config.longValue("JCCL_YIELD_US", 200) * 1000;
-    /** Longest single park in nanoseconds. */
+    /** Longest single sleep in nanoseconds. */
     public static final long PARK_MAX_NS = Config.longValue("JCCL_PARK_MAX_US", 1000) * 1000;
-    private static final long PARK_MIN_NS = 10_000;
+    /** First sleep of an idle period, doubled at every further sleep up to the maximum. */
+    public static final long PARK_MIN_NS = 10_000;
 
     private final long spinNs;
     private final long yieldNs;
+    private final long parkMinNs;
     private final long parkMaxNs;
+    private final Sleeper sleeper;
     private long idleSinceNs;
     private long parkNs;
     private int calls;
     private boolean spinning;
 
     /** An idler with the configured phases. */
-    public IdleStrategy() {
+    public BackoffIdleStrategy() {
         this(SPIN_NS, YIELD_NS, PARK_MAX_NS);
     }
 
-    /** An idler with explicit phases. */
-    public IdleStrategy(long spinNs, long yieldNs, long parkMaxNs) {
-        this.spinNs = spinNs;
-        this.yieldNs = yieldNs;
-        this.parkMaxNs = Math.max(parkMaxNs, PARK_MIN_NS);
-    }
-
-    /** Call after a round that found work: the next idle period starts with spinning again. */
-    public void reset() {
-        calls = 0;
-        parkNs = PARK_MIN_NS;
-    }
-
-    /** Idles once; {@code workCount > 0} resets the strategy instead. */
-    public void idle(int workCount) {
-        if (workCount > 0) {
-            reset();
-            return;
-        }
-        idle();
+    /** An idler with explicit phases that parks the thread in its last phase. */
+    public BackoffIdleStrategy(long spinNs, long yieldNs, long parkMaxNs) {
+        this(spinNs, yieldNs, PARK_MIN_NS, parkMaxNs, Sleeper.PARK);
     }
 
     /**
-     * Idles once: spin-wait, yield or park, depending on how long this idle period has lasted. With a spin phase
+     * An idler with explicit phases whose last phase calls {@code sleeper}, first for {@code parkMinNs}, then
+     * twice as long each time up to {@code parkMaxNs}.
+     */
+    public BackoffIdleStrategy(long spinNs, long yieldNs, long parkMinNs, long parkMaxNs, Sleeper sleeper) {
+        this.spinNs = spinNs;
+        this.yieldNs = yieldNs;
+        this.parkMinNs = Math.max(1, parkMinNs);
+        this.parkMaxNs = Math.max(parkMaxNs, this.parkMinNs);
+        this.sleeper = sleeper;
+        this.parkNs = this.parkMinNs;
+    }
+
+    @Override
+    public void reset() {
+        calls = 0;
+        parkNs = parkMinNs;
+    }
+
+    /**
+     * Idles once: spin-wait, yield or sleep, depending on how long this idle period has lasted. With a spin phase
      * of 0 the first call already yields (oversubscribed hosts: the thread being waited for needs this core).
      */
-    public void idle() {
+    @Override
+    public void idleAtMost(long maxNs) {
         if (calls++ == 0) {
             idleSinceNs = System.nanoTime();
-            parkNs = PARK_MIN_NS;
+            parkNs = parkMinNs;
             spinning = spinNs > 0;
             if (spinning) {
                 Thread.onSpinWait();
@@ -82,7 +88,7 @@ public final class IdleStrategy {
         if (idleNs < spinNs + yieldNs) {
             Thread.yield();
         } else {
-            LockSupport.parkNanos(parkNs);
+            sleeper.sleep(Math.max(1, Math.min(parkNs, maxNs)));
             parkNs = Math.min(parkNs * 2, parkMaxNs);
         }
     }

@@ -1,4 +1,4 @@
-package io.jccl.verbs.spi;
+package io.jccl.common;
 
 import org.junit.jupiter.api.Test;
 

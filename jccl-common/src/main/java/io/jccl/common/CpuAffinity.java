@@ -1,4 +1,4 @@
-package io.jccl.collectives.internal;
+package io.jccl.common;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
@@ -70,7 +70,7 @@ public final class CpuAffinity {
             return;
         }
         prelinkStarted = true;
-        io.jccl.verbs.spi.BackgroundLinking.start("jccl-cpu-prelink", new Link());
+        BackgroundLinking.start("jccl-cpu-prelink", new Link());
     }
 
     /** Links the downcalls (a named class: a lambda would be spun into a class at start-up). */

@@ -1,4 +1,4 @@
-package io.jccl.verbs.spi;
+package io.jccl.common;
 
 /**
  * Runs work that only prepares for later (linking FFM downcalls ahead of their first use) on a daemon thread after

@@ -1,4 +1,4 @@
-package io.jccl.verbs.spi;
+package io.jccl.common;
 
 /**
  * Reads settings the NCCL way: an environment variable {@code JCCL_FOO}, overridable by the system property

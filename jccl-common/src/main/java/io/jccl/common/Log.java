@@ -1,6 +1,4 @@
-package io.jccl.collectives.internal;
-
-import io.jccl.verbs.spi.Config;
+package io.jccl.common;
 
 import java.io.FileOutputStream;
 import java.io.IOException;
@@ -27,7 +25,7 @@ public final class Log {
     public enum Subsys { INIT, COLL, NET, TUNING }
 
     private static final String HOST = hostName();
-    private static final long PID = io.jccl.verbs.spi.ProcessIds.self();
+    private static final long PID = ProcessIds.self();
     private static volatile Log global;
 
     private final Level level;

@@ -1,4 +1,4 @@
-package io.jccl.collectives.internal;
+package io.jccl.common;
 
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
