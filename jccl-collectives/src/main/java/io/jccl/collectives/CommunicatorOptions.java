@@ -1,6 +1,8 @@
 package io.jccl.collectives;
 
 import io.jccl.common.Config;
+import io.jccl.verbs.LinkLayer;
+import io.jccl.verbs.Verbs;
 
 import java.time.Duration;
 import java.util.Locale;
@@ -39,7 +41,7 @@ public final class CommunicatorOptions {
     private int chunkBytes = 128 * 1024;
     /** Whether chunkBytes was set (JCCL_CHUNK_BYTES, withChunking): then it applies to every device. */
     private boolean chunkSet;
-    /** Default chunk over tcp: per-chunk costs (completion, credit, header) dominate smaller chunks there. */
+    /** Default chunk over a network: per-chunk costs (completion, credit, header) dominate smaller chunks there. */
     static final int TCP_CHUNK_BYTES = 1 << 20;
     private int slots = 4;
     /** Rendezvous threshold (JCCL_RDV_BYTES): -1 automatic (tcp only, {@link #TCP_RENDEZVOUS_BYTES}), 0 off. */
@@ -217,22 +219,34 @@ public final class CommunicatorOptions {
     }
 
     /**
-     * Chunk bytes towards a peer served by {@code device}: the set value, else 128 KiB except over tcp (1 MiB:
-     * 2 ranks over tcp loopback, 16 MiB broadcast/all-reduce, busy 2-core VM: 5-10 ms / 22-30 ms with 128 KiB
-     * chunks, 5-7 / 12-13 ms with 1 MiB). Both ends of a pair use the same device, so they agree.
+     * Chunk bytes towards a peer served by a device attached to {@code linkLayer}: the set value, else 128 KiB over
+     * memory and 1 MiB over a network (per-chunk costs, completion, credit and header, dominate smaller chunks
+     * there; docs/collectives.md, "Chunk and rendezvous sizes"). Both ends of a pair use the same device, so they
+     * agree.
      */
+    public int chunkBytesFor(LinkLayer linkLayer) {
+        return chunkSet || !linkLayer.isNetwork() ? chunkBytes : Math.max(chunkBytes, TCP_CHUNK_BYTES);
+    }
+
+    /** {@link #chunkBytesFor(LinkLayer)} of the device called {@code device} (looked up, not opened). */
     public int chunkBytesFor(String device) {
-        return chunkSet || !device.startsWith("tcp") ? chunkBytes : Math.max(chunkBytes, TCP_CHUNK_BYTES);
+        return chunkBytesFor(Verbs.device(device).linkLayer());
     }
 
     /**
-     * Smallest message-path transfer to a peer served by {@code device} that goes by rendezvous (the receiver
-     * registers its destination and the sender writes straight into it, see docs/collectives.md), or 0 for never:
-     * the set value (JCCL_RDV_BYTES, {@link #withRendezvousBytes}), else 256 KiB over tcp and off elsewhere.
-     * Both ends of a pair use the same device, so they agree.
+     * Smallest message-path transfer to a peer served by a device attached to {@code linkLayer} that goes by
+     * rendezvous (the receiver registers its destination and the sender writes straight into it, see
+     * docs/collectives.md), or 0 for never: the set value (JCCL_RDV_BYTES, {@link #withRendezvousBytes}), else 256 KiB
+     * over a network and off over memory (where the copy out of the inbox is cheaper than the clear-to-send round
+     * trip). Both ends of a pair use the same device, so they agree.
      */
+    public long rendezvousBytesFor(LinkLayer linkLayer) {
+        return rendezvousBytes >= 0 ? rendezvousBytes : linkLayer.isNetwork() ? TCP_RENDEZVOUS_BYTES : 0;
+    }
+
+    /** {@link #rendezvousBytesFor(LinkLayer)} of the device called {@code device} (looked up, not opened). */
     public long rendezvousBytesFor(String device) {
-        return rendezvousBytes >= 0 ? rendezvousBytes : device.startsWith("tcp") ? TCP_RENDEZVOUS_BYTES : 0;
+        return rendezvousBytesFor(Verbs.device(device).linkLayer());
     }
 
     /** A copy with another rendezvous threshold (-1 automatic, 0 off; see {@link #rendezvousBytesFor}). */
@@ -347,7 +361,7 @@ public final class CommunicatorOptions {
     }
 
     /** The settings every rank must share (compared at join). */
-    String fingerprint() {
+    public String fingerprint() {
         return "chunk=" + chunkBytes + (chunkSet ? "" : "/auto") + ",slots=" + slots + ",rdv=" + rendezvousBytes
             + ",direct=" + directBytes + ",directOff=" + directDisabled
             + ",algo=" + algorithms + ",shmOff=" + shmDisabled + ",transport=" + transports;

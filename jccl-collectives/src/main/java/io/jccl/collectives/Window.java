@@ -1,5 +1,10 @@
 package io.jccl.collectives;
 
+import io.jccl.collectives.core.WaitPolicy;
+import io.jccl.collectives.message.DeviceResources;
+import io.jccl.collectives.message.MessagePath;
+import io.jccl.collectives.message.Peer;
+import io.jccl.collectives.message.RegistrationCache;
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.MemoryRegion;
 
@@ -28,28 +33,23 @@ public final class Window implements AutoCloseable {
         this.comm = comm;
         this.id = id;
         this.bytes = bytes;
-        Transport t = comm.transport();
+        MessagePath path = comm.messagePath();
         int size = comm.size();
         remoteAddress = new long[size];
         remoteRkey = new int[size];
         consumed = new long[size];
-        long[][] signals = t.windowSignals;
-        if (signals.length <= id) {
-            signals = java.util.Arrays.copyOf(signals, id + 1);
-        }
-        signals[id] = new long[size];
-        t.windowSignals = signals;
-        if (t.devices.isEmpty()) {
+        path.addWindow(id);
+        if (path.devices().isEmpty()) {
             local = null;
             return;
         }
-        var devices = new ArrayList<>(t.devices.values());
-        local = devices.getFirst().pd.allocateMemory(Math.max(1, bytes), AccessFlag.LOCAL_WRITE,
+        var devices = new ArrayList<>(path.devices().values());
+        local = devices.getFirst().protectionDomain().allocateMemory(Math.max(1, bytes), AccessFlag.LOCAL_WRITE,
             AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ);
-        java.util.Map<Transport.DeviceResources, MemoryRegion> byDevice = new java.util.HashMap<>();
+        java.util.Map<DeviceResources, MemoryRegion> byDevice = new java.util.HashMap<>();
         byDevice.put(devices.getFirst(), local);
         for (int i = 1; i < devices.size(); i++) {
-            MemoryRegion r = devices.get(i).pd.registerMemory(local.segment(), AccessFlag.LOCAL_WRITE,
+            MemoryRegion r = devices.get(i).protectionDomain().registerMemory(local.segment(), AccessFlag.LOCAL_WRITE,
                 AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ);
             extraRegistrations.add(r);
             byDevice.put(devices.get(i), r);
@@ -59,7 +59,7 @@ public final class Window implements AutoCloseable {
             if (j == comm.rank()) {
                 continue;
             }
-            MemoryRegion r = byDevice.get(t.peers[j].device);
+            MemoryRegion r = byDevice.get(path.peer(j).device());
             comm.store().setString("win" + id + "/" + comm.rank() + "/" + j,
                 Long.toHexString(r.address()) + " " + Integer.toHexString(r.rkey()), timeoutNs);
         }
@@ -96,17 +96,18 @@ public final class Window implements AutoCloseable {
                 + bytes + " bytes");
         }
         comm.windowOp(length, peer, () -> {
-            Transport t = comm.transport();
-            Engine e = comm.engine();
-            Peer p = t.peers[peer];
+            MessagePath path = comm.messagePath();
+            WaitPolicy waits = comm.waits();
+            Peer p = path.peer(peer);
             MemorySegment src = source.isNative() ? source.asSlice(sourceOffset, length)
                 : copyToNative(source.asSlice(sourceOffset, length));
-            MemoryRegion r = comm.regionFor(p.device, src);
-            long off = comm.lastRegionOffset(p.device);
-            t.windowPut(p, id, r, off, (int) length, remoteAddress[peer] + windowOffset, remoteRkey[peer]);
-            e.beginWait();
-            while (p.sendsOutstanding > 0) {
-                e.idle(t.poll(), p);
+            MemoryRegion r = path.sourceRegion(p.device(), src);
+            long off = RegistrationCache.offsetIn(r, src);
+            path.windowPut(p, id, r, off, (int) length, remoteAddress[peer] + windowOffset, remoteRkey[peer]);
+            WaitPolicy.Subject subject = new WaitFor(() -> path.checkPeer(p));
+            waits.beginPlainWait();
+            while (p.sendsOutstanding() > 0) {
+                waits.idle(path.poll(), subject);
             }
         });
     }
@@ -127,27 +128,41 @@ public final class Window implements AutoCloseable {
     /** Waits until {@code count} more signals from {@code peer} have arrived (within the communicator's deadline). */
     public void waitSignal(int peer, long count) {
         comm.windowOp(count, peer, () -> {
-            Transport t = comm.transport();
-            Engine e = comm.engine();
-            e.beginWait();
-            while (t.windowSignals[id][peer] - consumed[peer] < count) {
-                e.idle(t.poll(), null);
+            MessagePath path = comm.messagePath();
+            WaitPolicy waits = comm.waits();
+            WaitPolicy.Subject subject = new WaitFor(() -> { });
+            waits.beginPlainWait();
+            while (path.windowSignals(id, peer) - consumed[peer] < count) {
+                waits.idle(path.poll(), subject);
             }
             consumed[peer] += count;
         });
     }
 
+    /** A window wait: waits for "progress" (signals or a send's completion) and checks what {@code health} says. */
+    private record WaitFor(Runnable health) implements WaitPolicy.Subject {
+        @Override
+        public String describeWait() {
+            return "progress";
+        }
+
+        @Override
+        public void checkHealth() {
+            health.run();
+        }
+    }
+
     /** Signals from {@code peer} that arrived but were not yet consumed by {@link #waitSignal}. */
     public long pendingSignals(int peer) {
-        return comm.transport().windowSignals[id][peer] - consumed[peer];
+        return comm.messagePath().windowSignals(id, peer) - consumed[peer];
     }
 
     @Override
     public void close() {
         for (MemoryRegion r : extraRegistrations) {
-            Transport.closeQuietly(r);
+            MessagePath.closeQuietly(r);
         }
-        Transport.closeQuietly(local);
+        MessagePath.closeQuietly(local);
     }
 
 }

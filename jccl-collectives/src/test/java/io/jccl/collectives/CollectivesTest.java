@@ -1,5 +1,6 @@
 package io.jccl.collectives;
 
+import io.jccl.collectives.direct.DirectAllReduce;
 import io.jccl.collectives.kernel.KernelsTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -302,24 +303,24 @@ class CollectivesTest {
                             MemorySegment in = c.allocate(count * es + 64).asSlice(64); // offset in the allocation
                             MemorySegment out = c.allocate(count * es);
                             fill(in, 0, count, 21, c.rank(), op, type);
-                            long split = c.engine().splitAllReduces;
+                            long split = c.directAllReduce().splitAllReduces();
                             c.allReduce(in, out, count, type, op);
                             check("zero-copy out-of-place " + type + " " + op, out, 0, count, type,
                                 i -> expected(21, 3, i, op, type));
                             // all six buffers shared: every rank reduces its slice into all outputs
-                            assertEquals(split + 1, c.engine().splitAllReduces, "split path out of place");
+                            assertEquals(split + 1, c.directAllReduce().splitAllReduces(), "split path out of place");
                             out.fill((byte) 0x71);
                             c.allReduce(in, in, count, type, op);
                             check("zero-copy in-place " + type + " " + op, in, 0, count, type,
                                 i -> expected(21, 3, i, op, type));
-                            assertEquals(split + 2, c.engine().splitAllReduces, "split path in place");
+                            assertEquals(split + 2, c.directAllReduce().splitAllReduces(), "split path in place");
                             // rank 2's output is not shared: the staged path
                             MemorySegment other = c.rank() == 2 ? arena.allocate(count * es, 64) : out;
                             fill(in, 0, count, 22, c.rank(), op, type);
                             c.allReduce(in, other, count, type, op);
                             check("zero-copy in, one output private " + type + " " + op, other, 0, count, type,
                                 i -> expected(22, 3, i, op, type));
-                            assertEquals(split + 2, c.engine().splitAllReduces, "staged path");
+                            assertEquals(split + 2, c.directAllReduce().splitAllReduces(), "staged path");
                         }
                     }
                 }
@@ -341,7 +342,7 @@ class CollectivesTest {
                 for (long count : new long[] {300, 2100, 4000, 8191}) {
                     for (DataType type : new DataType[] {DataType.FLOAT32, DataType.BFLOAT16, DataType.INT64}) {
                         int es = type.sizeBytes();
-                        if (count * es > Engine.DIRECT_SMALL_BYTES || count * es <= Engine.INLINE_BYTES) {
+                        if (count * es > DirectAllReduce.SMALL_BYTES || count * es <= DirectAllReduce.INLINE_BYTES) {
                             continue; // the split/staged and the inline paths are tested elsewhere
                         }
                         MemorySegment shared = c.allocate(count * es + 64).asSlice(64);
@@ -351,19 +352,19 @@ class CollectivesTest {
                             // 0: all inputs shared; 1: rank 1's private; 2: all in place; 3: all private
                             MemorySegment in = mix == 3 || (mix == 1 && r == 1) ? privateIn : shared;
                             MemorySegment out = mix == 2 ? in : sharedOut;
-                            boolean zeroCopy = mix < 2 && count * es >= Engine.SMALL_ZERO_COPY_BYTES;
+                            boolean zeroCopy = mix < 2 && count * es >= DirectAllReduce.SMALL_ZERO_COPY_BYTES;
                             for (int rep = 0; rep < 40; rep++) {
                                 ReduceOp op = rep % 2 == 0 ? ReduceOp.SUM : ReduceOp.MAX;
                                 long seed = 300 + count + 7L * mix + rep;
                                 fill(in, 0, count, seed, r, op, type);
-                                long before = c.engine().zeroCopySmallAllReduces;
+                                long before = c.directAllReduce().zeroCopySmallAllReduces();
                                 c.allReduce(in, out, count, type, op);
                                 if (mix != 2) {
                                     fill(in, 0, count, seed + 1000, r, op, type); // reuse at once
                                 }
                                 check("small all-reduce mix " + mix + " " + type + " " + op, out, 0, count, type,
                                     i -> expected(seed, 3, i, op, type));
-                                assertEquals(before + (zeroCopy ? 1 : 0), c.engine().zeroCopySmallAllReduces,
+                                assertEquals(before + (zeroCopy ? 1 : 0), c.directAllReduce().zeroCopySmallAllReduces(),
                                     "inputs read in place, mix " + mix);
                             }
                         }
@@ -399,12 +400,12 @@ class CollectivesTest {
                                 MemorySegment out = rep == 3 && r == 1 ? arena.allocate(count * es, 64)
                                     : c.allocate(count * es + 128).asSlice(128);
                                 fill(in, 0, count, seed, r, op, type);
-                                long splitBefore = c.engine().splitAllReduces;
+                                long splitBefore = c.directAllReduce().splitAllReduces();
                                 c.allReduce(in, out, count, type, op);
                                 in.fill((byte) 0x5a);
                                 check("pair out-of-place " + type + " " + op + " rep " + rep, out, 0, count, type,
                                     i -> expected(seed, 2, i, op, type));
-                                assertEquals(rep == 2 ? 1 : 0, c.engine().splitAllReduces - splitBefore,
+                                assertEquals(rep == 2 ? 1 : 0, c.directAllReduce().splitAllReduces() - splitBefore,
                                     "split path taken in rep " + rep);
                                 out.fill((byte) 0x5c);
                                 fill(in, 0, count, seed + 1, r, op, type);
@@ -442,12 +443,12 @@ class CollectivesTest {
                         MemorySegment out = inPlace ? in
                             : sharedOut ? c.allocate(bytes + 128).asSlice(128) : arena.allocate(bytes, 64);
                         fill(in, 0, count, seed, r, ReduceOp.SUM, DataType.FLOAT32);
-                        long splitBefore = c.engine().splitAllReduces;
+                        long splitBefore = c.directAllReduce().splitAllReduces();
                         c.allReduce(in, out, count, DataType.FLOAT32, ReduceOp.SUM);
                         check("mix " + mix + (inPlace ? " in place" : " out of place") + " count " + count, out, 0,
                             count, DataType.FLOAT32, i -> expected(seed, 2, i, ReduceOp.SUM, DataType.FLOAT32));
                         // all four buffers shared (the in-place rank's output is its shared input): the split path
-                        assertEquals((mix & 7) == 7 ? 1 : 0, c.engine().splitAllReduces - splitBefore,
+                        assertEquals((mix & 7) == 7 ? 1 : 0, c.directAllReduce().splitAllReduces() - splitBefore,
                             "split path in mix " + mix);
                         in.fill((byte) 0x5d);
                         out.fill((byte) 0x5e);

@@ -1,5 +1,6 @@
 package io.jccl.collectives;
 
+import io.jccl.collectives.direct.DirectAllReduce;
 import io.jccl.collectives.kernel.KernelsTest;
 import org.junit.jupiter.api.Test;
 
@@ -61,9 +62,9 @@ class InlineAllReduceTest {
                 int es = type.sizeBytes();
                 long count = switch (shared.nextInt(4)) {
                     case 0 -> 1 + shared.nextInt(3);
-                    case 1 -> Engine.INLINE_BYTES / es - shared.nextInt(2);            // at / below the boundary
-                    case 2 -> Engine.INLINE_BYTES / es + 1 + shared.nextInt(2);        // just above it
-                    default -> 1 + shared.nextInt((int) (Engine.INLINE_BYTES / es));
+                    case 1 -> DirectAllReduce.INLINE_BYTES / es - shared.nextInt(2);            // at / below the boundary
+                    case 2 -> DirectAllReduce.INLINE_BYTES / es + 1 + shared.nextInt(2);        // just above it
+                    default -> 1 + shared.nextInt((int) (DirectAllReduce.INLINE_BYTES / es));
                 };
                 boolean inPlace = shared.nextBoolean();
                 String what = "op " + k + " rank " + r + "/" + n + " " + type + " " + op + " count=" + count;
@@ -126,7 +127,7 @@ class InlineAllReduceTest {
                     for (DataType type : TYPES) {
                         for (ReduceOp op : OPS) {
                             for (long count : new long[] {1, 2, 3, 5, 7, 8, 9, 31, 33,
-                                Engine.INLINE_BYTES / type.sizeBytes()}) {
+                                DirectAllReduce.INLINE_BYTES / type.sizeBytes()}) {
                                 seed++;
                                 long s = seed;
                                 long bytes = count * type.sizeBytes();

@@ -1,5 +1,9 @@
 package io.jccl.collectives;
 
+import io.jccl.collectives.core.Signature;
+import io.jccl.collectives.message.DeviceResources;
+import io.jccl.collectives.message.MessagePath;
+import io.jccl.collectives.message.Peer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -31,7 +35,7 @@ class TcpMessagePathTest {
     void shouldAllReduceThousandsOfSmallOpsBackToBackWithReusedBuffers(int n) {
         int ops = 3000;
         Ranks.run(n, tcp(), c -> {
-            Transport t = c.transport();
+            MessagePath t = c.messagePath();
             MemorySegment buf = c.allocate(4L * 1000);
             int maxOutstanding = 0;
             for (int k = 0; k < ops; k++) {
@@ -53,25 +57,25 @@ class TcpMessagePathTest {
                             + i + ": " + got + ", expected " + expected);
                     }
                 }
-                for (Peer p : t.peers) {
+                for (Peer p : t.peers()) {
                     if (p == null) {
                         continue;
                     }
-                    assertEquals(0, p.sendsAwaited, "an exchange returned with a send from its buffer outstanding");
-                    assertTrue(p.sendsOutstanding >= 0 && p.sendsOutstanding <= t.sendDepth,
-                        "outstanding sends " + p.sendsOutstanding + " beyond the send queue depth " + t.sendDepth);
-                    maxOutstanding = Math.max(maxOutstanding, p.sendsOutstanding);
+                    assertEquals(0, p.sendsAwaited(), "an exchange returned with a send from its buffer outstanding");
+                    assertTrue(p.sendsOutstanding() >= 0 && p.sendsOutstanding() <= t.sendDepth(),
+                        "outstanding sends " + p.sendsOutstanding() + " beyond the send queue depth " + t.sendDepth());
+                    maxOutstanding = Math.max(maxOutstanding, p.sendsOutstanding());
                 }
             }
             // What the exchanges left outstanding is reaped: drain (the peers are alive until the barrier below).
-            t.drainSends(Transport.DRAIN_NS);
-            for (Peer p : t.peers) {
+            t.drainSends(MessagePath.DRAIN_NS);
+            for (Peer p : t.peers()) {
                 if (p != null) {
-                    assertEquals(0, p.sendsOutstanding, "sends to rank " + p.rank + " not reaped");
+                    assertEquals(0, p.sendsOutstanding(), "sends to rank " + p.rank() + " not reaped");
                 }
             }
             c.barrier();
-            assertTrue(maxOutstanding <= t.sendDepth);
+            assertTrue(maxOutstanding <= t.sendDepth());
         });
     }
 
@@ -86,11 +90,11 @@ class TcpMessagePathTest {
         int ops = 4000;
         Ranks.run(2, tcp(), c -> {
             MemorySegment buf = c.allocate(8);
-            Transport.DeviceResources dev = c.transport().devices.get("tcp0");
+            DeviceResources dev = c.messagePath().devices().get("tcp0");
             for (int k = 0; k < 200; k++) {
                 c.allReduce(buf, 2, DataType.FLOAT32, ReduceOp.SUM);
             }
-            long before = dev.context.counters().get(io.jccl.verbs.Counter.PORT_XMIT_PACKETS);
+            long before = dev.context().counters().get(io.jccl.verbs.Counter.PORT_XMIT_PACKETS);
             for (int k = 0; k < ops; k++) {
                 buf.setAtIndex(ValueLayout.JAVA_FLOAT, 0, c.rank() + k);
                 buf.setAtIndex(ValueLayout.JAVA_FLOAT, 1, 1);
@@ -98,7 +102,7 @@ class TcpMessagePathTest {
                 assertEquals(1 + 2 * k, buf.getAtIndex(ValueLayout.JAVA_FLOAT, 0));
                 assertEquals(2, buf.getAtIndex(ValueLayout.JAVA_FLOAT, 1));
             }
-            long frames = dev.context.counters().get(io.jccl.verbs.Counter.PORT_XMIT_PACKETS) - before;
+            long frames = dev.context().counters().get(io.jccl.verbs.Counter.PORT_XMIT_PACKETS) - before;
             // One frame per operation plus ACKs sent alone when the progress thread took over a held one (a
             // descheduled rank on a loaded machine); the old order sent two frames per operation.
             assertTrue(frames < ops * 13L / 10, "rank " + c.rank() + " sent " + frames + " frames for " + ops
@@ -114,14 +118,14 @@ class TcpMessagePathTest {
     @Test
     void shouldPostChunksUpToTheInlineLimitInlineOverTcp() {
         Ranks.run(2, tcp(), c -> {
-            Transport t = c.transport();
-            Peer p = t.peers[1 - c.rank()];
-            assertEquals(Transport.INLINE_MAX, p.device.inlineBytes, "tcp0 offers 2048 bytes inline");
+            MessagePath t = c.messagePath();
+            Peer p = t.peers()[1 - c.rank()];
+            assertEquals(DeviceResources.INLINE_MAX, p.device().inlineBytes(), "tcp0 offers 2048 bytes inline");
             assertTrue(t.copiedAtPost(p, 0));
             assertTrue(t.copiedAtPost(p, 8));
-            assertTrue(t.copiedAtPost(p, Transport.INLINE_MAX - Signature.BYTES));
-            assertFalse(t.copiedAtPost(p, Transport.INLINE_MAX - Signature.BYTES + 1));
-            assertFalse(t.copiedAtPost(p, p.chunkBytes));
+            assertTrue(t.copiedAtPost(p, DeviceResources.INLINE_MAX - Signature.BYTES));
+            assertFalse(t.copiedAtPost(p, DeviceResources.INLINE_MAX - Signature.BYTES + 1));
+            assertFalse(t.copiedAtPost(p, p.chunkBytes()));
         });
     }
 

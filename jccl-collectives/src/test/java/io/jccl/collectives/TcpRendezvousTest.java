@@ -1,5 +1,6 @@
 package io.jccl.collectives;
 
+import io.jccl.collectives.message.Peer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -104,14 +105,14 @@ class TcpRendezvousTest {
                     }
                 }
                 // The large copied transfers went by rendezvous, both ways, and nothing is left in flight.
-                for (Peer p : c.transport().peers) {
-                    if (p == null || (n > 2 && p.rank != (c.rank() + 1) % n && p.rank != (c.rank() + n - 1) % n)) {
+                for (Peer p : c.messagePath().peers()) {
+                    if (p == null || (n > 2 && p.rank() != (c.rank() + 1) % n && p.rank() != (c.rank() + n - 1) % n)) {
                         continue;
                     }
-                    assertTrue(p.ctsSent > 0 || p.ctsArrived > 0, "no clear-to-send with rank " + p.rank);
-                    assertEquals(p.piecesArrived, p.piecesConsumed, "pieces from rank " + p.rank);
-                    assertEquals(p.ctsArrived, p.ctsConsumed, "clear-to-sends from rank " + p.rank);
-                    assertEquals(0, p.sendsAwaited);
+                    assertTrue(p.ctsSent() > 0 || p.ctsArrived() > 0, "no clear-to-send with rank " + p.rank());
+                    assertEquals(p.piecesArrived(), p.piecesConsumed(), "pieces from rank " + p.rank());
+                    assertEquals(p.ctsArrived(), p.ctsConsumed(), "clear-to-sends from rank " + p.rank());
+                    assertEquals(0, p.sendsAwaited());
                 }
                 c.barrier();
             }
@@ -127,14 +128,14 @@ class TcpRendezvousTest {
             for (int i = 0; i < 65536; i++) {
                 check(c, 1, "broadcast", i, value(0, 1, i), buf.getAtIndex(ValueLayout.JAVA_FLOAT, i));
             }
-            Peer p = c.transport().peers[1 - c.rank()];
-            assertEquals(0, p.ctsSent + p.ctsArrived + p.piecesArrived, "rendezvous although off");
+            Peer p = c.messagePath().peers()[1 - c.rank()];
+            assertEquals(0, p.ctsSent() + p.ctsArrived() + p.piecesArrived(), "rendezvous although off");
         });
         Ranks.run(2, tcp("broadcast:ring"), c -> {
             MemorySegment buf = c.allocate(THRESHOLD - 4);
             c.broadcast(buf, (THRESHOLD - 4) / 4, DataType.FLOAT32, 0);
-            Peer p = c.transport().peers[1 - c.rank()];
-            assertEquals(0, p.ctsSent + p.ctsArrived + p.piecesArrived, "rendezvous below the threshold");
+            Peer p = c.messagePath().peers()[1 - c.rank()];
+            assertEquals(0, p.ctsSent() + p.ctsArrived() + p.piecesArrived(), "rendezvous below the threshold");
         });
     }
 

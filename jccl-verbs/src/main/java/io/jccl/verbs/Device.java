@@ -11,11 +11,14 @@ public interface Device {
     /** Node GUID. */
     long guid();
 
-    /**
-     * What the device's ports are attached to; known without opening the device (a collective decides from it
-     * which devices it needs to open at all).
-     */
+    /** What the device's ports are attached to; known without opening the device. */
     LinkLayer linkLayer();
+
+    /**
+     * Which peers its queue pairs can connect to; known without opening the device (a collective decides from it
+     * which device serves each peer, and which devices it needs to open at all).
+     */
+    Reach reach();
 
     /** Opens the device. */
     Context open();

@@ -1,12 +1,12 @@
 package io.jccl.verbs;
 
 /**
- * What a device's ports are attached to ({@code ibv_port_attr.link_layer}, asked of the {@link Device} before it
- * is opened, as NCCL's transports answer {@code canConnect}): collectives choose a device per peer from this, never
- * from its name, so a new provider plugs in without an edit to them.
+ * What a device's ports are attached to ({@code ibv_port_attr.link_layer}), asked of the {@link Device} before it is
+ * opened: memory moves at memory speed, a network at network speed, and collectives size their chunks, rendezvous
+ * thresholds and cost-model defaults from it (and reach from {@link Reach}), never from the device's name.
  */
 public enum LinkLayer {
-    /** Shared memory of one host: its queue pairs reach only processes of the same host (shm). */
+    /** Memory (shm between the processes of a host, or an in-process provider). */
     MEMORY("Memory"),
     /** An Ethernet/IP network (tcp, RoCE): reaches other hosts. */
     ETHERNET("Ethernet"),
@@ -24,8 +24,8 @@ public enum LinkLayer {
         return displayName;
     }
 
-    /** Whether queue pairs of such a device can reach other hosts (false: this host only). */
-    public boolean reachesOtherHosts() {
+    /** Whether this is a network (Ethernet, InfiniBand), not memory. */
+    public boolean isNetwork() {
         return this != MEMORY;
     }
 }

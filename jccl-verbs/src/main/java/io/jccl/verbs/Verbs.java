@@ -23,6 +23,8 @@ public final class Verbs {
     private static final Map<String, String> BUILT_IN = Map.of(
         "shm", "io.jccl.transport.shm.ShmProvider",
         "tcp", "io.jccl.transport.tcp.TcpProvider");
+    /** The first devices of the providers this project ships, in their provider order (shm before tcp). */
+    private static final List<String> DEFAULT_DEVICES = List.of("shm0", "tcp0");
     /** Providers created by class name (and reused by the scan), by class name. */
     private static final Map<String, VerbsProvider> BY_CLASS = new ConcurrentHashMap<>();
     private static volatile List<VerbsProvider> providers;
@@ -90,6 +92,15 @@ public final class Verbs {
         } catch (ReflectiveOperationException | LinkageError | RuntimeException e) {
             return null; // not on the class path (or broken): the scan decides
         }
+    }
+
+    /**
+     * The devices a program uses when it names none (a communicator without JCCL_TRANSPORT): the first device of each
+     * provider JCCL ships, in provider order, known without scanning the class path (that scan costs tens of
+     * milliseconds of start-up). A plug-in provider's devices are used when named.
+     */
+    public static List<String> defaultDeviceNames() {
+        return DEFAULT_DEVICES;
     }
 
     /** The devices of every provider. */

@@ -8,6 +8,7 @@ import io.jccl.verbs.Device;
 import io.jccl.verbs.DeviceAttributes;
 import io.jccl.verbs.LinkLayer;
 import io.jccl.verbs.PathMtu;
+import io.jccl.verbs.Reach;
 import io.jccl.verbs.PortAttributes;
 import io.jccl.verbs.PortState;
 import io.jccl.verbs.QueuePairInitAttributes;
@@ -78,6 +79,11 @@ public final class LoopProvider implements VerbsProvider {
         @Override
         public LinkLayer linkLayer() {
             return LinkLayer.MEMORY;
+        }
+
+        @Override
+        public Reach reach() {
+            return Reach.PROCESS;
         }
 
         @Override

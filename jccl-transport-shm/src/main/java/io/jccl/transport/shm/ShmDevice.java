@@ -3,6 +3,7 @@ package io.jccl.transport.shm;
 import io.jccl.verbs.Context;
 import io.jccl.verbs.Device;
 import io.jccl.verbs.LinkLayer;
+import io.jccl.verbs.Reach;
 
 /** The shm provider's single device, {@code shm0}: processes of this host, through shared memory. */
 public final class ShmDevice implements Device {
@@ -32,6 +33,11 @@ public final class ShmDevice implements Device {
     @Override
     public LinkLayer linkLayer() {
         return LinkLayer.MEMORY;
+    }
+
+    @Override
+    public Reach reach() {
+        return Reach.HOST;
     }
 
     @Override

@@ -3,6 +3,7 @@ package io.jccl.transport.tcp;
 import io.jccl.verbs.Context;
 import io.jccl.verbs.Device;
 import io.jccl.verbs.LinkLayer;
+import io.jccl.verbs.Reach;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -47,6 +48,11 @@ public final class TcpDevice implements Device {
     @Override
     public LinkLayer linkLayer() {
         return LinkLayer.ETHERNET;
+    }
+
+    @Override
+    public Reach reach() {
+        return Reach.NETWORK;
     }
 
     @Override

@@ -1,27 +1,36 @@
-package io.jccl.collectives;
+package io.jccl.collectives.core;
+
+import io.jccl.collectives.Collective;
+import io.jccl.collectives.DataType;
+import io.jccl.collectives.ReduceOp;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
 /**
- * The compact signature of an operation that travels in every chunk header (and in the direct path's control
- * block): sequence number, collective, count, type, operator and root. Layout (32 bytes): seq long, count long,
- * collective/type/op/flags bytes, root int, chunk length int, magic int.
+ * The compact signature of an operation that travels in every chunk header (and in the direct path's arrival
+ * records): sequence number, collective, count, type, operator and root. Every rank computes it from its own call;
+ * a receiver compares it with what arrives, so ranks that called different operations get a mismatch error instead
+ * of corrupt data. Layout (32 bytes): seq long, count long, collective/type/op/flags bytes, root int, chunk length
+ * int, magic int.
  */
-final class Signature {
-    static final int BYTES = 32;
-    static final int MAGIC = 0x4A43_434C;
+public final class Signature {
+    /** Bytes of a signature in a header or record. */
+    public static final int BYTES = 32;
+    /** Last word of every signature ("JCCL"): tells a header from zeros or garbage. */
+    public static final int MAGIC = 0x4A43_434C;
     private static final ValueLayout.OfLong L = ValueLayout.JAVA_LONG_UNALIGNED;
     private static final ValueLayout.OfInt I = ValueLayout.JAVA_INT_UNALIGNED;
 
-    long seq;
-    long count;
-    Collective collective;
-    DataType type;
-    ReduceOp op;
-    int root;
+    private long seq;
+    private long count;
+    private Collective collective;
+    private DataType type;
+    private ReduceOp op;
+    private int root;
 
-    Signature set(long seq, Collective collective, long count, DataType type, ReduceOp op, int root) {
+    /** Sets the operation this signature describes; returns this. */
+    public Signature set(long seq, Collective collective, long count, DataType type, ReduceOp op, int root) {
         this.seq = seq;
         this.collective = collective;
         this.count = count;
@@ -31,7 +40,8 @@ final class Signature {
         return this;
     }
 
-    void write(MemorySegment s, long off, int chunkBytes) {
+    /** Writes the signature at {@code off} of {@code s}, with a chunk length ({@code -1}: not a chunk). */
+    public void write(MemorySegment s, long off, int chunkBytes) {
         s.set(L, off, seq);
         s.set(L, off + 8, count);
         s.set(ValueLayout.JAVA_BYTE, off + 16, (byte) collective.ordinal());
@@ -44,7 +54,7 @@ final class Signature {
     }
 
     /** Whether the header at {@code off} carries this signature (chunk length is checked separately). */
-    boolean matches(MemorySegment s, long off) {
+    public boolean matches(MemorySegment s, long off) {
         return s.get(I, off + 28) == MAGIC && s.get(L, off) == seq && s.get(L, off + 8) == count
             && s.get(ValueLayout.JAVA_BYTE, off + 16) == (byte) collective.ordinal()
             && s.get(ValueLayout.JAVA_BYTE, off + 17) == (byte) (type == null ? -1 : type.ordinal())
@@ -52,12 +62,13 @@ final class Signature {
             && s.get(I, off + 20) == root;
     }
 
-    static int chunkBytes(MemorySegment s, long off) {
+    /** The chunk length of the header at {@code off}. */
+    public static int chunkBytes(MemorySegment s, long off) {
         return s.get(I, off + 24);
     }
 
     /** Human-readable form of the header at {@code off}. */
-    static String describe(MemorySegment s, long off) {
+    public static String describe(MemorySegment s, long off) {
         if (s.get(I, off + 28) != MAGIC) {
             return "(no valid header)";
         }
@@ -69,7 +80,8 @@ final class Signature {
             o >= 0 && o < ReduceOp.values().length ? ReduceOp.values()[o] : null, s.get(I, off + 20));
     }
 
-    static String describe(long seq, Collective c, long count, DataType type, ReduceOp op, int root) {
+    /** Human-readable form of an operation ("allReduce(count=8, FLOAT32, SUM) as op #3"). */
+    public static String describe(long seq, Collective c, long count, DataType type, ReduceOp op, int root) {
         StringBuilder sb = new StringBuilder();
         sb.append(c == null ? "?" : c.displayName()).append("(count=").append(count);
         if (type != null) {
@@ -82,6 +94,11 @@ final class Signature {
             sb.append(c == Collective.SEND_RECV ? ", peer=" : ", root=").append(root);
         }
         return sb.append(") as op #").append(seq).toString();
+    }
+
+    /** The operation's sequence number (what every rank's n-th collective shares). */
+    public long sequence() {
+        return seq;
     }
 
     @Override

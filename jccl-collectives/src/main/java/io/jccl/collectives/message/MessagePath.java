@@ -1,13 +1,14 @@
-package io.jccl.collectives;
+package io.jccl.collectives.message;
 
+import io.jccl.collectives.CollectiveException;
+import io.jccl.collectives.core.Signature;
+import io.jccl.collectives.memory.Allocations;
 import io.jccl.common.Log;
+import io.jccl.common.ProcessIds;
+import io.jccl.common.idle.BackoffIdleStrategy;
 import io.jccl.verbs.AccessFlag;
-import io.jccl.verbs.CompletionQueue;
-import io.jccl.verbs.Context;
 import io.jccl.verbs.Endpoint;
 import io.jccl.verbs.MemoryRegion;
-import io.jccl.verbs.ProtectionDomain;
-import io.jccl.verbs.QueuePair;
 import io.jccl.verbs.QueuePairAttributes;
 import io.jccl.verbs.QueuePairInitAttributes;
 import io.jccl.verbs.QueuePairState;
@@ -15,7 +16,6 @@ import io.jccl.verbs.ReceiveWorkRequest;
 import io.jccl.verbs.SendFlag;
 import io.jccl.verbs.SendOpcode;
 import io.jccl.verbs.SendWorkRequest;
-import io.jccl.verbs.Verbs;
 import io.jccl.verbs.VerbsException;
 import io.jccl.verbs.WorkCompletion;
 import io.jccl.verbs.WorkCompletionStatus;
@@ -23,17 +23,20 @@ import io.jccl.verbs.WorkCompletionStatus;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
 /**
- * The verbs plumbing of a communicator: one context, protection domain and completion queue per device in use,
- * one RC queue pair per peer, pre-registered inbox slots per peer (written by the peer with RDMA WRITE WITH IMM,
- * credit-based flow control returned with zero-byte SEND WITH IMM), and the direct path's control block and
- * staging buffers mapped from same-host peers. Only the thread running an operation touches this state.
+ * The message path: the verbs plumbing of a communicator. One context, protection domain and completion queue per
+ * device in use ({@link DeviceResources}), one RC queue pair per peer, pre-registered inbox slots per peer (written
+ * by the peer with RDMA WRITE WITH IMM, credit-based flow control returned with zero-byte SEND WITH IMM) and, for
+ * large copied transfers, rendezvous: the receiver offers its destination with a clear-to-send and the sender
+ * writes straight into it. The {@link Exchange} drives it. Only the thread running an operation touches this
+ * state (health checks and diagnostics read it).
  */
-final class Transport implements AutoCloseable {
+public final class MessagePath implements AutoCloseable {
     static final int IMM_DATA = 0;
     static final int IMM_CREDIT = 1;
     static final int IMM_WINDOW = 2;
@@ -58,135 +61,95 @@ final class Transport implements AutoCloseable {
      * is reaped by a later poll, and the send queue depth bounds how many are outstanding ({@link #canSend}).
      */
     static final long WR_SEND_COPIED = 3;
-    /**
-     * Largest inline send (header + payload) the QPs are created for, below the device's max_inline_data: every
-     * send slot of a QP reserves this much (72 slots per peer by default).
-     */
-    static final int INLINE_MAX = 2048;
-    static final int CONTROL_BYTES = 4096;
-    /** Control block: status (0 running, 1 aborted/failed). */
-    static final long CTRL_STATUS = 8;
-    /** Control block: two input descriptors (by barrier epoch parity): mode (0 staged, 1 allocation), id, offset. */
-    static final long CTRL_DESC = 256;
-    /**
-     * Control block: two output descriptors (by barrier epoch parity): mode, id, offset as the input descriptors,
-     * then how the output relates to the input (separate, in place, overlapping). A direct all-reduce publishes it so
-     * that all ranks choose the same algorithm, and so that, when every output is {@code Communicator.allocate}
-     * memory, each rank can write its slice of the result into all of them.
-     */
-    static final long CTRL_OUT_DESC = 320;
-    /**
-     * Control block: two arrival records (by barrier epoch parity), each {@link #REC_BYTES}: the epoch (written
-     * last, with release), the operation's signature and up to {@link #INLINE_BYTES} of inline payload, so that a
-     * small all-reduce moves flag, signature and data in the same cache lines (one line up to 24 bytes).
-     */
-    static final long CTRL_REC = 512;
-    /** Offset of the signature in an arrival record. */
-    static final long REC_SIG = 8;
-    /** Offset of an inline payload of up to {@link #REC_FIRST_LINE_BYTES} in an arrival record: the flag's line. */
-    static final long REC_PAYLOAD = REC_SIG + Signature.BYTES;
-    /** Largest inline payload that shares the cache line of the flag and the signature. */
-    static final long REC_FIRST_LINE_BYTES = 64 - REC_PAYLOAD;
-    /**
-     * Offset of a larger inline payload: the next cache line. At {@link #REC_PAYLOAD} (40) every 64-byte vector
-     * load of the reduction would straddle two lines, and the lines are the peer's, just written.
-     */
-    static final long REC_PAYLOAD_ALIGNED = 64;
+    /** How long closing waits for outstanding sends (see {@link #drainSends}). */
+    public static final long DRAIN_NS = 2_000_000_000L;
 
-    /** Offset of an inline payload of {@code bytes} in an arrival record (both ranks derive it from the size). */
-    static long recordPayload(long bytes) {
-        return bytes <= REC_FIRST_LINE_BYTES ? REC_PAYLOAD : REC_PAYLOAD_ALIGNED;
-    }
-    /** Largest inline payload (bytes). */
-    static final int INLINE_BYTES = 1024;
-    /** Size of one arrival record: 18 cache lines (a multiple of 128 B, so the two never share a line pair). */
-    static final long REC_BYTES = 1152;
-
-    /** Resources of one device. */
-    static final class DeviceResources {
-        final String name;
-        final Context context;
-        final ProtectionDomain pd;
-        final CompletionQueue cq;
-        /** Largest send (header + payload) posted inline on this device's QPs; 0 when it has no inline sends. */
-        final int inlineBytes;
-
-        DeviceResources(String name, Context context, ProtectionDomain pd, CompletionQueue cq, int inlineBytes) {
-            this.name = name;
-            this.context = context;
-            this.pd = pd;
-            this.cq = cq;
-            this.inlineBytes = inlineBytes;
-        }
+    /** A health check beside the message path's own (the direct path's status word of a peer). */
+    @FunctionalInterface
+    public interface PeerCheck {
+        /** Throws a {@link CollectiveException.PeerFailure} when {@code p} is gone. */
+        void check(Peer p);
     }
 
-    final int rank;
-    final int size;
-    final int slots;
-    final Peer[] peers;
-    final Map<String, DeviceResources> devices = new LinkedHashMap<>();
+    private final int rank;
+    private final int slots;
+    private final Peer[] peers;
+    private final Map<String, DeviceResources> devices = new LinkedHashMap<>();
     private final DeviceResources[] deviceArray;
+    private final Allocations allocations;
     private final WorkCompletion[] completions = WorkCompletion.array(64);
     private final ReceiveWorkRequest receive = new ReceiveWorkRequest(1);
     private final SendWorkRequest send = new SendWorkRequest(2);
     private final int receiveDepth;
-    final int sendDepth;
-    final Communicator comm;
-    /** Direct path (null when off). */
-    MemoryRegion control;
-    MemoryRegion staging;
-    long directStagingBytes;
-    boolean direct;
+    private final int sendDepth;
+    private volatile PeerCheck extraCheck;
     /** Per-window, per-peer signal counts. */
-    long[][] windowSignals = new long[0][];
-    /** Destinations of rendezvous transfers, registered remote-writable (by device; see {@link #sendClearToSend}). */
-    private final Map<DeviceResources, RegistrationCache> receiveRegions = new LinkedHashMap<>();
+    private long[][] windowSignals = new long[0][];
 
-    Transport(Communicator comm, int rank, int size, int slots, Peer[] peers,
-              Map<String, DeviceResources> devices) {
-        this.comm = comm;
+    /**
+     * The message path of {@code rank} to {@code peers} (indexed by rank, null for this rank) over {@code devices},
+     * with {@code slots} inbox slots per peer; sends from {@code allocations} need no registration.
+     */
+    public MessagePath(int rank, int slots, Peer[] peers, Collection<DeviceResources> devices,
+                       Allocations allocations) {
         this.rank = rank;
-        this.size = size;
         this.slots = slots;
         this.peers = peers;
-        this.devices.putAll(devices);
-        this.deviceArray = devices.values().toArray(DeviceResources[]::new);
+        for (DeviceResources d : devices) {
+            this.devices.put(d.name(), d);
+        }
+        this.deviceArray = devices.toArray(DeviceResources[]::new);
+        this.allocations = allocations;
         this.receiveDepth = 2 * slots + 64;
         this.sendDepth = 2 * slots + 64;
     }
 
-    /** Opens a device, or explains why not. */
-    static DeviceResources open(String name, int cqCapacity) {
-        Context context = Verbs.device(name).open();
-        try {
-            ProtectionDomain pd = context.allocateProtectionDomain();
-            int capacity = Math.min(cqCapacity, context.query().maxCompletionQueueEntries());
-            CompletionQueue cq = context.createCompletionQueue(capacity);
-            int inline = Math.min(INLINE_MAX, context.query().maxInlineData());
-            return new DeviceResources(name, context, pd, cq, inline >= Signature.BYTES ? inline : 0);
-        } catch (RuntimeException e) {
-            context.close();
-            throw e;
-        }
+    /** The peers, indexed by rank (null for this rank). */
+    public Peer[] peers() {
+        return peers;
+    }
+
+    /** The peer {@code rank}. */
+    public Peer peer(int rank) {
+        return peers[rank];
+    }
+
+    /** The devices in use, by name, in preference order. */
+    public Map<String, DeviceResources> devices() {
+        return devices;
+    }
+
+    /** The first device in use, or null (one rank). */
+    public DeviceResources firstDevice() {
+        return deviceArray.length == 0 ? null : deviceArray[0];
+    }
+
+    /** Send queue depth of every queue pair. */
+    public int sendDepth() {
+        return sendDepth;
+    }
+
+    /** Adds a health check run with every {@link #checkPeer} (the direct path's). */
+    public void addPeerCheck(PeerCheck check) {
+        this.extraCheck = check;
     }
 
     // ------------------------------------------------------------------------------------------------ setup
 
     /** Creates every peer's QP and inbox and moves the QPs to INIT with receives posted. */
-    void createQueuePairs() {
+    public void createQueuePairs() {
         for (Peer p : peers) {
             if (p == null) {
                 continue;
             }
-            QueuePairInitAttributes attrs = QueuePairInitAttributes.of(p.device.cq)
-                .withDepths(sendDepth, receiveDepth).withMaxInlineData(p.device.inlineBytes);
-            p.qp = p.device.pd.createQueuePair(attrs);
-            p.rendezvousBytes = comm.options().rendezvousBytesFor(p.device.name);
+            QueuePairInitAttributes attrs = QueuePairInitAttributes.of(p.device.completionQueue())
+                .withDepths(sendDepth, receiveDepth).withMaxInlineData(p.device.inlineBytes());
+            p.qp = p.device.protectionDomain().createQueuePair(attrs);
             // Inbox slots, then the clear-to-send descriptors this peer writes; chunk headers, then outgoing ones.
-            p.inbox = p.device.pd.allocateMemory((long) slots * p.slotBytes + CTS_SLOTS * CTS_BYTES,
+            p.inbox = p.device.protectionDomain().allocateMemory((long) slots * p.slotBytes + CTS_SLOTS * CTS_BYTES,
                 AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ);
-            p.headers = p.device.pd.allocateMemory((long) slots * Signature.BYTES + CTS_SLOTS * CTS_BYTES,
-                AccessFlag.LOCAL_WRITE);
+            p.headers = p.device.protectionDomain().allocateMemory(
+                (long) slots * Signature.BYTES + CTS_SLOTS * CTS_BYTES, AccessFlag.LOCAL_WRITE);
             p.qp.modify(QueuePairAttributes.toInit(AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE,
                 AccessFlag.REMOTE_READ));
             for (int i = 0; i < receiveDepth; i++) {
@@ -195,25 +158,20 @@ final class Transport implements AutoCloseable {
         }
     }
 
-    /** What this rank publishes for {@code peer}: endpoint and inbox address/rkey (and the direct region keys). */
-    String localRecord(Peer p) {
-        StringBuilder sb = new StringBuilder();
-        sb.append(p.qp.localEndpoint().encode()).append(' ').append(Long.toHexString(p.inbox.address())).append(' ')
-            .append(Integer.toHexString(p.inbox.rkey()));
-        if (control != null && p.device.pd == control.protectionDomain()) {
-            sb.append(' ').append(Long.toHexString(control.address())).append(' ')
-                .append(Integer.toHexString(control.rkey())).append(' ').append(Long.toHexString(staging.address()))
-                .append(' ').append(Integer.toHexString(staging.rkey())).append(' ').append(staging.length());
-        }
-        return sb.toString();
+    /** What this rank publishes for {@code p}: the endpoint, then the inbox address and rkey (hex, space-separated). */
+    public String localRecord(Peer p) {
+        return p.qp.localEndpoint().encode() + ' ' + Long.toHexString(p.inbox.address()) + ' '
+            + Integer.toHexString(p.inbox.rkey());
     }
 
-    /** Connects {@code p} with the peer's published record; maps its direct regions when offered. */
-    boolean connect(Peer p, String record, boolean wantDirect) {
-        String[] f = record.split(" ");
-        Endpoint remote = Endpoint.decode(f[0]);
-        p.remoteInboxAddress = Long.parseUnsignedLong(f[1], 16);
-        p.remoteInboxRkey = Integer.parseUnsignedInt(f[2], 16);
+    /**
+     * Connects {@code p} with the first three fields of the peer's published record (endpoint, inbox address,
+     * inbox rkey; see {@link #localRecord}) and moves its queue pair to RTS.
+     */
+    public void connect(Peer p, String[] record) {
+        Endpoint remote = Endpoint.decode(record[0]);
+        p.remoteInboxAddress = Long.parseUnsignedLong(record[1], 16);
+        p.remoteInboxRkey = Integer.parseUnsignedInt(record[2], 16);
         p.qp.modify(QueuePairAttributes.toReadyToReceive(remote));
         // Local ACK timeout 18 (4.096 us x 2^18 = 1.07 s) x 8 tries: ranks reach RTR seconds apart when the host is
         // loaded (joining is a store round per peer), and a transport must not give up on a peer that is merely
@@ -222,23 +180,8 @@ final class Transport implements AutoCloseable {
         Log log = Log.get();
         if (log.enabled(Log.Level.INFO, Log.Subsys.NET)) {
             log.info(rank, Log.Subsys.NET, "QP 0x" + Integer.toHexString(p.qp.queuePairNumber()) + " on "
-                + p.device.name + " connected to rank " + p.rank + " (" + remote + "); " + slots + " inbox slots of "
+                + p.device.name() + " connected to rank " + p.rank + " (" + remote + "); " + slots + " inbox slots of "
                 + p.chunkBytes + " B each way, direct access " + (p.qp.supportsDirectAccess() ? "supported" : "no"));
-        }
-        if (!wantDirect || f.length < 8 || !p.qp.supportsDirectAccess()) {
-            return false;
-        }
-        try {
-            p.control = p.qp.mapRemote(Long.parseUnsignedLong(f[3], 16), CONTROL_BYTES,
-                Integer.parseUnsignedInt(f[4], 16), false);
-            p.staging = p.qp.mapRemote(Long.parseUnsignedLong(f[5], 16), Long.parseLong(f[7]),
-                Integer.parseUnsignedInt(f[6], 16), false);
-            return true;
-        } catch (VerbsException e) {
-            Log.get().info(rank, Log.Subsys.INIT, "no direct access to rank " + p.rank + "'s memory: " + e.getMessage());
-            p.control = null;
-            p.staging = null;
-            return false;
         }
     }
 
@@ -250,13 +193,23 @@ final class Transport implements AutoCloseable {
     }
 
     /** Whether a data chunk can go to {@code p} now (a free slot at the peer and send-queue room). */
-    boolean canSend(Peer p) {
+    public boolean canSend(Peer p) {
         return p.sent - p.credited < slots && p.sendsOutstanding < sendDepth - 2;
     }
 
     /** Whether a chunk of {@code length} payload bytes to {@code p} is posted inline (copied at post time). */
-    boolean copiedAtPost(Peer p, int length) {
-        return Signature.BYTES + length <= p.device.inlineBytes;
+    public boolean copiedAtPost(Peer p, int length) {
+        return Signature.BYTES + length <= p.device.inlineBytes();
+    }
+
+    /** The registered region holding {@code seg}, to send from it over {@code device} (registered once, cached). */
+    public MemoryRegion sourceRegion(DeviceResources device, MemorySegment seg) {
+        RegistrationCache c = device.sources;
+        if (c == null) {
+            c = new RegistrationCache(device.protectionDomain(), allocations, AccessFlag.LOCAL_WRITE);
+            device.sources = c;
+        }
+        return c.regionFor(seg);
     }
 
     /**
@@ -318,15 +271,15 @@ final class Transport implements AutoCloseable {
         long address = 0;
         int rkey = 0;
         try {
-            RegistrationCache c = receiveRegions.get(p.device);
+            RegistrationCache c = p.device.destinations;
             if (c == null) {
-                c = new RegistrationCache(p.device.pd, new ArrayList<>(), AccessFlag.LOCAL_WRITE,
+                c = new RegistrationCache(p.device.protectionDomain(), null, AccessFlag.LOCAL_WRITE,
                     AccessFlag.REMOTE_WRITE);
-                receiveRegions.put(p.device, c);
+                p.device.destinations = c;
             }
             MemoryRegion r = c.regionFor(seg);
             if (r != null) {
-                address = r.address() + c.lastOffset + offset;
+                address = r.address() + RegistrationCache.offsetIn(r, seg) + offset;
                 rkey = r.rkey();
             }
         } catch (RuntimeException e) {
@@ -361,7 +314,8 @@ final class Transport implements AutoCloseable {
      * immediate tells the receiver a piece arrived (and returns credits). Caller checked {@link #canSendPiece}.
      */
     void sendPiece(Peer p, MemoryRegion region, long offset, int length, long remoteAddress, int rkey) {
-        writeWithImmediate(p, false).remote(remoteAddress, rkey).immediateData((IMM_RDV << 30) | RDV_PIECE | p.pendingCredits)
+        writeWithImmediate(p, false).remote(remoteAddress, rkey)
+            .immediateData((IMM_RDV << 30) | RDV_PIECE | p.pendingCredits)
             .local(region, offset, length);
         post(p, false);
         p.pendingCredits = 0;
@@ -379,7 +333,8 @@ final class Transport implements AutoCloseable {
     }
 
     /** One-sided window write with a signal (WRITE WITH IMM carrying the window id). */
-    void windowPut(Peer p, int windowId, MemoryRegion region, long offset, int length, long remoteAddress, int rkey) {
+    public void windowPut(Peer p, int windowId, MemoryRegion region, long offset, int length, long remoteAddress,
+                          int rkey) {
         writeWithImmediate(p, false).remote(remoteAddress, rkey).immediateData((IMM_WINDOW << 30) | windowId);
         if (length > 0) {
             send.local(region, offset, length);
@@ -387,6 +342,21 @@ final class Transport implements AutoCloseable {
             send.noData();
         }
         post(p, false);
+    }
+
+    /** Starts counting signals of window {@code id} (one count per peer). */
+    public void addWindow(int id) {
+        long[][] signals = windowSignals;
+        if (signals.length <= id) {
+            signals = java.util.Arrays.copyOf(signals, id + 1);
+        }
+        signals[id] = new long[peers.length];
+        windowSignals = signals;
+    }
+
+    /** Signals of window {@code id} that arrived from {@code peer} so far. */
+    public long windowSignals(int id, int peer) {
+        return windowSignals[id][peer];
     }
 
     private void post(Peer p, boolean copied) {
@@ -404,14 +374,14 @@ final class Transport implements AutoCloseable {
     // ------------------------------------------------------------------------------------------------ progress
 
     /** Polls every completion queue once; returns completions handled. */
-    int poll() {
+    public int poll() {
         int total = 0;
         for (DeviceResources d : deviceArray) {
             int n;
             try {
-                n = d.cq.poll(completions, completions.length);
+                n = d.completionQueue().poll(completions, completions.length);
             } catch (VerbsException e) {
-                throw new CollectiveException("completion queue of " + d.name + " failed: " + e.getMessage(), e);
+                throw new CollectiveException("completion queue of " + d.name() + " failed: " + e.getMessage(), e);
             }
             for (int i = 0; i < n; i++) {
                 handle(completions[i]);
@@ -483,11 +453,6 @@ final class Transport implements AutoCloseable {
         }
     }
 
-    /** Inbox segment of {@code p}. */
-    MemorySegment inbox(Peer p) {
-        return p.inbox.segment();
-    }
-
     /** Byte offset of the next unconsumed slot of {@code p} in its inbox. */
     long nextSlotOffset(Peer p) {
         return (p.consumed % slots) * (long) p.slotBytes;
@@ -495,24 +460,19 @@ final class Transport implements AutoCloseable {
 
     // ------------------------------------------------------------------------------------------------ health
 
-    CollectiveException.PeerFailure peerFailed(Peer p, String message) {
+    /** Records that {@code p} failed (the first reason sticks) and returns the error to throw. */
+    public CollectiveException.PeerFailure peerFailed(Peer p, String message) {
         if (p.failure == null) {
             p.failure = message;
         }
         return new CollectiveException.PeerFailure(p.rank, message);
     }
 
-    /** Checks every peer's liveness; throws on the first dead one. */
-    void checkHealth(Peer only) {
-        for (Peer p : peers) {
-            if (p != null && (only == null || p == only)) {
-                checkPeer(p);
-            }
-        }
-    }
-
-    /** Checks one peer (QP state, same-host process, direct status word); throws when it is gone. */
-    void checkPeer(Peer p) {
+    /**
+     * Checks one peer (an earlier failure, a broken receive, the QP state, a same-host process that is gone, and
+     * the checks added with {@link #addPeerCheck}); throws when it is gone.
+     */
+    public void checkPeer(Peer p) {
         if (p.failure != null) {
             throw new CollectiveException.PeerFailure(p.rank, p.failure);
         }
@@ -524,32 +484,20 @@ final class Transport implements AutoCloseable {
             throw peerFailed(p, "rank " + p.rank + " is unreachable: queue pair to it is in ERROR (process died, "
                 + "aborted, closed or connection lost)");
         }
-        if (p.sameHost && p.pid > 0 && p.pid != io.jccl.common.ProcessIds.self()) {
+        if (p.sameHost && p.pid > 0 && p.pid != ProcessIds.self()) {
             boolean alive = ProcessHandle.of(p.pid).map(ProcessHandle::isAlive).orElse(false);
             if (!alive) {
                 throw peerFailed(p, "rank " + p.rank + " died (process " + p.pid + " on " + p.host + " is gone)");
             }
         }
-        long status;
-        try {
-            status = p.control == null ? 0 : p.control.get(ValueLayout.JAVA_LONG, CTRL_STATUS);
-        } catch (IllegalStateException e) {
-            throw peerFailed(p, "rank " + p.rank + "'s shared memory went away (it closed, aborted or died)");
-        }
-        if (status != 0) {
-            throw peerFailed(p, "rank " + p.rank + " aborted its communicator");
+        PeerCheck extra = extraCheck;
+        if (extra != null) {
+            extra.check(p);
         }
     }
 
-    /** Marks this rank aborted for direct-path peers and moves every QP to ERROR so peers notice. */
-    void abortLinks() {
-        try {
-            if (control != null && control.isValid()) {
-                control.segment().set(ValueLayout.JAVA_LONG, CTRL_STATUS, 1);
-            }
-        } catch (RuntimeException ignored) {
-            // already released
-        }
+    /** Moves every QP to ERROR so peers notice (this rank failed or was aborted). */
+    public void abortLinks() {
         for (Peer p : peers) {
             if (p == null || p.qp == null) {
                 continue;
@@ -564,11 +512,12 @@ final class Transport implements AutoCloseable {
         }
     }
 
-    List<String> describePeers() {
+    /** One line per peer: device, why, direct mapping, the flow-control counters, a failure (for dumps). */
+    public List<String> describePeers() {
         List<String> lines = new ArrayList<>();
         for (Peer p : peers) {
             if (p != null) {
-                lines.add("rank " + p.rank + ": " + p.device.name + " (" + p.reason + ")" + (p.control != null
+                lines.add("rank " + p.rank + ": " + p.device.name() + " (" + p.reason + ")" + (p.directlyMapped()
                     ? ", direct load/store" : "") + "; sent " + p.sent + " credited " + p.credited + " arrived "
                     + p.arrived + " consumed " + p.consumed + (p.failure != null ? "; FAILED: " + p.failure : ""));
             }
@@ -576,18 +525,15 @@ final class Transport implements AutoCloseable {
         return lines;
     }
 
-    /** How long closing waits for outstanding sends (see {@link #drainSends}). */
-    static final long DRAIN_NS = 2_000_000_000L;
-
     /**
      * Waits, at most {@code budgetNs}, until every posted send has completed, above all the inline ones that no
      * exchange waited for: a provider may still hold such a message (a tcp QP whose socket was full at post time
      * keeps it in its send queue), and closing the QP would drop it while the peer waits for it. Stops at the
      * first error (a peer that is gone gets nothing more from us anyway).
      */
-    void drainSends(long budgetNs) {
+    public void drainSends(long budgetNs) {
         long deadline = System.nanoTime() + budgetNs;
-        io.jccl.common.idle.BackoffIdleStrategy idle = new io.jccl.common.idle.BackoffIdleStrategy();
+        BackoffIdleStrategy idle = new BackoffIdleStrategy();
         try {
             while (anySendOutstanding() && System.nanoTime() - deadline < 0) {
                 idle.idle(poll());
@@ -607,11 +553,24 @@ final class Transport implements AutoCloseable {
         return false;
     }
 
+    /** Closes the caches of send sources (before the allocations they may point into are freed). */
+    public void closeSourceCaches() {
+        for (DeviceResources d : deviceArray) {
+            closeQuietly(d.sources);
+            d.sources = null;
+        }
+    }
+
+    /**
+     * Drains outstanding sends, then closes every queue pair and inbox; the devices stay open until
+     * {@link #closeDevices}, since the direct path's regions live in them.
+     */
     @Override
     public void close() {
         drainSends(DRAIN_NS);
-        for (RegistrationCache c : receiveRegions.values()) {
-            c.close();
+        for (DeviceResources d : deviceArray) {
+            closeQuietly(d.destinations);
+            d.destinations = null;
         }
         for (Peer p : peers) {
             if (p == null) {
@@ -621,14 +580,17 @@ final class Transport implements AutoCloseable {
             closeQuietly(p.inbox);
             closeQuietly(p.headers);
         }
-        closeQuietly(control);
-        closeQuietly(staging);
-        for (DeviceResources d : devices.values()) {
-            closeQuietly(d.context);
+    }
+
+    /** Closes every device (and whatever is left in them). */
+    public void closeDevices() {
+        for (DeviceResources d : deviceArray) {
+            d.close();
         }
     }
 
-    static void closeQuietly(AutoCloseable c) {
+    /** Closes {@code c} if not null, ignoring errors (clean-up paths). */
+    public static void closeQuietly(AutoCloseable c) {
         if (c == null) {
             return;
         }
@@ -637,10 +599,5 @@ final class Transport implements AutoCloseable {
         } catch (Exception ignored) {
             // closing
         }
-    }
-
-    /** Publishes (via the store) and reads records; used by setup. */
-    static String key(String what, int from, int to) {
-        return what + "/" + from + "/" + to;
     }
 }

@@ -1,9 +1,9 @@
-package io.jccl.collectives;
+package io.jccl.collectives.direct;
 
-import io.jccl.collectives.Engine.WaitVerdict;
+import io.jccl.collectives.direct.DirectBarrier.WaitVerdict;
 import org.junit.jupiter.api.Test;
 
-import static io.jccl.collectives.Engine.judgeWait;
+import static io.jccl.collectives.direct.DirectBarrier.judgeWait;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 /** The adaptive spin's reading of a direct-path wait that outlasted the spin. */

@@ -1,0 +1,202 @@
+package io.jccl.collectives;
+
+import io.jccl.collectives.direct.DirectPath;
+import io.jccl.collectives.message.MessagePath;
+import io.jccl.collectives.store.Store;
+import io.jccl.common.Log;
+
+import java.util.concurrent.TimeUnit;
+
+/**
+ * What a communicator does when something fails or it is aborted: records the first failure (later calls fail at
+ * once with it), publishes the reason in the store before breaking the links (so peers that notice the broken links
+ * can report it: {@code error/RANK}), marks the direct path aborted and moves every queue pair to ERROR, and dumps
+ * the flight recorder. Any thread may abort; the operation thread fails.
+ */
+final class Failures {
+    private final int rank;
+    private final String name;
+    private final Store store;
+    private final FlightRecorder recorder;
+    private volatile MessagePath messagePath;
+    private volatile DirectPath directPath;
+    private volatile boolean aborted;
+    private volatile String abortReason;
+    private volatile CollectiveException failure;
+
+    Failures(int rank, String name, Store store, FlightRecorder recorder) {
+        this.rank = rank;
+        this.name = name;
+        this.store = store;
+        this.recorder = recorder;
+    }
+
+    /** The links to break on failure (once joined). */
+    void attach(MessagePath messagePath, DirectPath directPath) {
+        this.directPath = directPath;
+        this.messagePath = messagePath;
+    }
+
+    /** Throws when the communicator was aborted. */
+    void checkNotAborted() {
+        if (aborted) {
+            throw new CollectiveException.Aborted("communicator '" + name + "' rank " + rank + " was aborted"
+                + (abortReason != null ? ": " + abortReason : ""), failure);
+        }
+    }
+
+    /** Throws when the communicator failed earlier or was aborted. */
+    void checkUsable() {
+        CollectiveException f = failure;
+        if (f != null) {
+            throw new CollectiveException.Aborted("communicator '" + name + "' rank " + rank + " failed "
+                + "earlier and cannot be used (abort it and create a new one): " + f.getMessage(), f);
+        }
+        checkNotAborted();
+    }
+
+    /** Whether the communicator was aborted or failed. */
+    boolean isFailed() {
+        return aborted || failure != null;
+    }
+
+    /** Whether it was aborted. */
+    boolean aborted() {
+        return aborted;
+    }
+
+    /** Whether a failure or an abort was recorded. */
+    boolean anyFailure() {
+        return failure != null;
+    }
+
+    /** The failure of the operation with recorder handle {@code handle}: recorded, published, dumped; to throw. */
+    CollectiveException failed(RuntimeException e, long handle) {
+        RuntimeException cause = e;
+        if (aborted && !(e instanceof CollectiveException.Aborted)) {
+            // a local abort() broke the links; report the abort, not the broken links it caused
+            cause = new CollectiveException.Aborted("rank " + rank + " was aborted: " + abortReason, e);
+        }
+        CollectiveException ce = fail(cause);
+        if (handle >= 0) {
+            recorder.end(handle, false, ce.getClass().getSimpleName());
+        }
+        dump(ce);
+        return ce;
+    }
+
+    /** Records the first failure, tells peers (status word, QPs to ERROR, store key) and returns it. */
+    private CollectiveException fail(RuntimeException e) {
+        CollectiveException ce;
+        if (e instanceof CollectiveException x) {
+            ce = x;
+        } else {
+            ce = new CollectiveException("rank " + rank + ": " + e, e);
+        }
+        if (ce instanceof CollectiveException.PeerFailure pf && failure == null) {
+            String remote = remoteError(pf.rank());
+            if (remote != null) {
+                ce = new CollectiveException.PeerFailure(pf.rank(), pf.getMessage() + "; rank " + pf.rank()
+                    + " reported: " + remote);
+            }
+        }
+        boolean first;
+        synchronized (this) {
+            first = failure == null && !(ce instanceof CollectiveException.Aborted && aborted);
+            if (first) {
+                failure = ce;
+            }
+        }
+        if (first) {
+            // Publish the reason before breaking the links, so peers that notice the broken links can report it.
+            publish(ce.getMessage());
+            breakLinks();
+        }
+        return ce;
+    }
+
+    /**
+     * Aborts: pending and later operations fail with {@link CollectiveException.Aborted}, peers see this rank's
+     * links fail. Idempotent.
+     */
+    void abort(String reason) {
+        if (aborted) {
+            return;
+        }
+        abortReason = reason;
+        CollectiveException e = new CollectiveException.Aborted("rank " + rank + " aborted: " + reason, null);
+        boolean first;
+        synchronized (this) {
+            first = failure == null;
+            if (first) {
+                failure = e;
+            }
+        }
+        aborted = true;
+        if (first) {
+            // An abort after a failure keeps the failure as the reason peers see.
+            publish("aborted: " + reason);
+        }
+        breakLinks();
+        if (first) {
+            dump(e);
+        }
+    }
+
+    private void publish(String message) {
+        try {
+            store.setString("error/" + rank, message, TimeUnit.MILLISECONDS.toNanos(500));
+        } catch (RuntimeException ignored) {
+            // the store may be gone with rank 0
+        }
+    }
+
+    private void breakLinks() {
+        DirectPath d = directPath;
+        if (d != null) {
+            d.markAborted();
+        }
+        MessagePath m = messagePath;
+        if (m != null) {
+            m.abortLinks();
+        }
+    }
+
+    private String remoteError(int peer) {
+        long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(500);
+        while (System.nanoTime() < until) {
+            try {
+                if (store.check("error/" + peer, TimeUnit.MILLISECONDS.toNanos(200))) {
+                    return store.getString("error/" + peer, TimeUnit.MILLISECONDS.toNanos(200));
+                }
+            } catch (RuntimeException e) {
+                return null;
+            }
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException ie) {
+                Thread.currentThread().interrupt();
+                return null;
+            }
+        }
+        return null;
+    }
+
+    private void dump(CollectiveException e) {
+        StringBuilder sb = new StringBuilder();
+        sb.append(e.getClass().getSimpleName()).append(": ").append(e.getMessage()).append('\n');
+        sb.append("flight recorder of rank ").append(rank).append(" (last ").append(recorder.capacity())
+            .append(" ops):");
+        for (String line : recorder.dump()) {
+            sb.append("\n  ").append(line);
+        }
+        MessagePath m = messagePath;
+        if (m != null) {
+            sb.append("\npeers:");
+            for (String line : m.describePeers()) {
+                sb.append("\n  ").append(line);
+            }
+        }
+        Log.get().warn(rank, Log.Subsys.COLL, sb.toString());
+    }
+}

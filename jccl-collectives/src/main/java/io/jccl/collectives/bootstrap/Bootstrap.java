@@ -1,0 +1,320 @@
+package io.jccl.collectives.bootstrap;
+
+import io.jccl.collectives.CollectiveException;
+import io.jccl.collectives.CommunicatorOptions;
+import io.jccl.collectives.core.WaitPolicy;
+import io.jccl.collectives.direct.DirectPath;
+import io.jccl.collectives.memory.Allocations;
+import io.jccl.collectives.message.DeviceResources;
+import io.jccl.collectives.message.MessagePath;
+import io.jccl.collectives.message.Peer;
+import io.jccl.collectives.store.Store;
+import io.jccl.common.Log;
+import io.jccl.common.ProcessIds;
+import io.jccl.common.SecureIds;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * How a rank joins a communicator, apart from the collectives (as NCCL's {@code bootstrap.cc}/{@code init.cc} and
+ * Gloo's {@code rendezvous/context.cc} stand apart from theirs): publish and check join records ({@link JoinRecord}),
+ * choose a device per peer ({@link DeviceChoice}), create one queue pair per peer and exchange endpoint records
+ * through the store, connect, and agree on the direct path. Returns everything it built as a {@link Result}; on
+ * failure it closes what it opened.
+ *
+ * <p>Store keys, under the communicator's prefix: {@code hello/R} (join record), {@code devices/R} (network
+ * devices opened, when some pair needs one), {@code ep/R/P} (R's endpoint record for P: endpoint, inbox address and
+ * rkey, and the direct path's control block and staging when offered), {@code connected/R}, {@code direct/R}.
+ */
+public final class Bootstrap {
+    private Bootstrap() {
+    }
+
+    /**
+     * What joining built.
+     *
+     * @param messagePath the message path to every peer, connected
+     * @param directPath the direct path (control block and staging allocated, peers mapped), or null when the ranks
+     *     do not all share one host and one device; {@link DirectPath#enabled()} says whether every rank mapped every
+     *     peer
+     * @param hosts every rank's host identity
+     * @param localGroup the ranks of this rank's host, in rank order (the first is the host's leader)
+     * @param leaderGroup the first rank of every host, in rank order
+     * @param devicesTried devices this rank tried to open, opened or not
+     * @param allSameHost whether every rank runs on this host
+     */
+    public record Result(MessagePath messagePath, DirectPath directPath, String[] hosts, int[] localGroup,
+                         int[] leaderGroup, Set<String> devicesTried, boolean allSameHost) {
+        /** Whether the direct algorithms can run. */
+        public boolean direct() {
+            return directPath != null && directPath.enabled();
+        }
+
+        /** Number of hosts the ranks span. */
+        public int hostCount() {
+            return new LinkedHashSet<>(Arrays.asList(hosts)).size();
+        }
+
+        /** Whether some host runs several ranks. */
+        public boolean sharedHost() {
+            return hostCount() < hosts.length;
+        }
+    }
+
+    /**
+     * The host identity of this process: JCCL_HOST_ID, else the kernel's boot id and the host name (processes that
+     * share it can share memory).
+     */
+    public static String hostIdentity(CommunicatorOptions options) {
+        if (options.hostId() != null && !options.hostId().isBlank()) {
+            return options.hostId();
+        }
+        String boot = "";
+        try {
+            boot = Files.readString(Path.of("/proc/sys/kernel/random/boot_id")).trim();
+        } catch (Exception ignored) {
+            // not Linux
+        }
+        return boot + "@" + Log.host();
+    }
+
+    /**
+     * Joins as {@code rank} of {@code size} through {@code store} (the communicator's prefix applied), by
+     * {@code deadlineNs}; sends from {@code allocations} need no registration, and the direct path waits with
+     * {@code waits}.
+     *
+     * @throws CollectiveException.Refused when another job's rank or a wrong secret is met, or settings differ
+     */
+    public static Result join(Store store, int rank, int size, CommunicatorOptions options, long deadlineNs,
+                              Allocations allocations, WaitPolicy waits) {
+        String hostId = hostIdentity(options);
+        DeviceChoice devices = new DeviceChoice(options);
+        int cqCapacity = Math.max(1024, 2 * size * (2 * options.slots() + 64) + 64);
+        MessagePath messagePath = null;
+        DirectPath directPath = null;
+        try {
+            if (size > 1) {
+                devices.open(true, cqCapacity);
+            }
+            String settingsHash = Integer.toHexString(options.fingerprint().hashCode());
+            JoinRecord[] records = exchangeJoinRecords(store, rank, size, options, hostId, settingsHash,
+                String.join(",", devices.opened.keySet()), deadlineNs);
+            String[] hosts = new String[size];
+            for (int j = 0; j < size; j++) {
+                hosts[j] = records[j].hostId();
+            }
+            Peer[] peers = choosePeers(store, rank, size, options, hostId, records, devices, cqCapacity, deadlineNs);
+            Set<String> tried = new LinkedHashSet<>(devices.opened.keySet());
+            tried.addAll(devices.unavailable.keySet());
+            // Close devices nobody uses.
+            Map<String, DeviceResources> used = new LinkedHashMap<>();
+            boolean allSameHost = true;
+            for (Peer p : peers) {
+                if (p != null) {
+                    used.put(p.device().name(), p.device());
+                    allSameHost &= p.sameHost();
+                }
+            }
+            for (var e : devices.opened.entrySet()) {
+                if (!used.containsKey(e.getKey())) {
+                    e.getValue().close();
+                }
+            }
+            messagePath = new MessagePath(rank, options.slots(), peers, used.values(), allocations);
+            boolean wantDirect = size > 1 && allSameHost && used.size() == 1 && !options.directDisabled();
+            DeviceResources directDevice = wantDirect ? used.values().iterator().next() : null;
+            if (wantDirect) {
+                directPath = new DirectPath(rank, size, directDevice, options.directBytes(), messagePath, store,
+                    options.timeoutNs(), waits);
+            }
+            messagePath.createQueuePairs();
+            boolean mapped = connect(store, rank, messagePath, directPath, directDevice, deadlineNs);
+            // Nobody sends before every rank has connected all its queue pairs (a message to a QP still in INIT
+            // would be retried only a few times by a real transport).
+            store.setString("connected/" + rank, "1", remaining(deadlineNs));
+            for (int j = 0; j < size; j++) {
+                store.get("connected/" + j, remaining(deadlineNs));
+            }
+            if (directPath != null) {
+                store.setString("direct/" + rank, mapped ? "1" : "0", remaining(deadlineNs));
+                boolean all = true;
+                for (int j = 0; j < size; j++) {
+                    all &= store.getString("direct/" + j, remaining(deadlineNs)).equals("1");
+                }
+                directPath.enable(all);
+            }
+            int[][] groups = hostGroups(hosts, rank);
+            return new Result(messagePath, directPath, hosts, groups[0], groups[1], tried, allSameHost);
+        } catch (RuntimeException e) {
+            if (directPath != null) {
+                directPath.close();
+            }
+            if (messagePath != null) {
+                messagePath.close();
+            }
+            devices.closeAll();
+            throw e;
+        }
+    }
+
+    /** Publishes this rank's join record and reads and checks everyone's (this rank's too). */
+    private static JoinRecord[] exchangeJoinRecords(Store store, int rank, int size, CommunicatorOptions options,
+                                                    String hostId, String settingsHash, String devices,
+                                                    long deadlineNs) {
+        byte[] mine = JoinRecord.encode(options.jobId(), rank, size, hostId, ProcessIds.self(), settingsHash, devices,
+            Long.toHexString(SecureIds.nonce()), options.authSecret());
+        String key = "hello/" + rank;
+        if (!store.compareAndSet(key, null, mine, remaining(deadlineNs))) {
+            String[] f = JoinRecord.split(store.get(key, remaining(deadlineNs)));
+            throw new CollectiveException.Refused("rank " + rank + " is already taken in " + store.describe() + " by "
+                + (f.length > 1 && !f[1].equals(options.jobId()) ? "job '" + f[1] + "' (this is job '"
+                + options.jobId() + "')" : "another process of this job") + "; is another job using the same store "
+                + "address, or was a rank started twice?");
+        }
+        JoinRecord[] records = new JoinRecord[size];
+        for (int j = 0; j < size; j++) {
+            byte[] record = store.get("hello/" + j, remaining(deadlineNs));
+            try {
+                records[j] = JoinRecord.verify(j, record, options.jobId(), size, settingsHash, options.authSecret());
+            } catch (IllegalArgumentException e) {
+                throw new CollectiveException.Refused("rank " + rank + " refuses to join " + store.describe() + ": "
+                    + e.getMessage());
+            }
+        }
+        return records;
+    }
+
+    /**
+     * Chooses a device per peer: the first of the preferred order that both ends opened. A pair whose choice reaches
+     * a network device first needs the network devices of both ends, which open now, and a second exchange says
+     * which each end opened (pairs are symmetric: both ends of such a pair take part).
+     */
+    private static Peer[] choosePeers(Store store, int rank, int size, CommunicatorOptions options, String hostId,
+                                      JoinRecord[] records, DeviceChoice devices, int cqCapacity, long deadlineNs) {
+        Log log = Log.get();
+        boolean[] sameHost = new boolean[size];
+        String[] choice = new String[size];
+        StringBuilder[] why = new StringBuilder[size];
+        List<List<String>> theirDevices = new ArrayList<>();
+        boolean needNetwork = false;
+        for (int j = 0; j < size; j++) {
+            theirDevices.add(j == rank ? List.of() : new ArrayList<>(Arrays.asList(records[j].devices().split(","))));
+            if (j != rank) {
+                sameHost[j] = records[j].hostId().equals(hostId);
+                why[j] = new StringBuilder();
+                choice[j] = devices.choose(j, sameHost[j], records[j].hostId(), theirDevices.get(j), true, why[j]);
+                needNetwork |= DeviceChoice.NETWORK_NEEDED.equals(choice[j]);
+            }
+        }
+        if (needNetwork) {
+            devices.open(false, cqCapacity);
+            List<String> network = devices.openedNetworkDevices();
+            store.setString("devices/" + rank, network.isEmpty() ? "-" : String.join(",", network),
+                remaining(deadlineNs));
+            for (int j = 0; j < size; j++) {
+                if (j != rank && DeviceChoice.NETWORK_NEEDED.equals(choice[j])) {
+                    String theirs = store.getString("devices/" + j, remaining(deadlineNs));
+                    if (!theirs.equals("-")) {
+                        theirDevices.get(j).addAll(Arrays.asList(theirs.split(",")));
+                    }
+                    why[j] = new StringBuilder();
+                    choice[j] = devices.choose(j, sameHost[j], records[j].hostId(), theirDevices.get(j), false,
+                        why[j]);
+                }
+            }
+        }
+        Peer[] peers = new Peer[size];
+        for (int j = 0; j < size; j++) {
+            if (j == rank) {
+                continue;
+            }
+            String chosen = choice[j];
+            StringBuilder reasons = why[j];
+            if (chosen == null) {
+                throw new CollectiveException("rank " + rank + " has no transport in common with rank " + j + ": "
+                    + reasons + "(JCCL_TRANSPORT=" + options.transports() + ")");
+            }
+            String reason = (devices.isSameHostDevice(chosen) ? "same host, shared memory"
+                : reasons.isEmpty() ? (sameHost[j] ? "same host" : "different host") + ", " + chosen + " requested"
+                : reasons.toString()).trim();
+            if (!reasons.isEmpty() && devices.order().indexOf(chosen) > 0 && sameHost[j]) {
+                log.warn(rank, Log.Subsys.INIT, "falling back to " + chosen + " for rank " + j + ": " + reasons);
+            }
+            DeviceResources device = devices.opened.get(chosen);
+            peers[j] = new Peer(j, device, reason.endsWith(";") ? reason.substring(0, reason.length() - 1) : reason,
+                options.chunkBytesFor(device.linkLayer()), options.rendezvousBytesFor(device.linkLayer()),
+                records[j].hostId(), records[j].pid(), sameHost[j]);
+        }
+        return peers;
+    }
+
+    /**
+     * Publishes this rank's endpoint record for every peer (with the direct path's regions when it offers them),
+     * then reads every peer's and connects; returns whether every peer's direct regions were mapped.
+     */
+    private static boolean connect(Store store, int rank, MessagePath messagePath, DirectPath directPath,
+                                   DeviceResources directDevice, long deadlineNs) {
+        for (Peer p : messagePath.peers()) {
+            if (p != null) {
+                String record = messagePath.localRecord(p)
+                    + (directPath != null && p.device() == directDevice ? directPath.localRecord() : "");
+                store.setString(key("ep", rank, p.rank()), record, remaining(deadlineNs));
+            }
+        }
+        boolean mapped = directPath != null;
+        for (Peer p : messagePath.peers()) {
+            if (p != null) {
+                String[] record = store.getString(key("ep", p.rank(), rank), remaining(deadlineNs)).split(" ");
+                messagePath.connect(p, record);
+                mapped &= directPath != null && directPath.map(p, record);
+            }
+        }
+        return mapped;
+    }
+
+    /**
+     * Host groups for the hierarchical all-reduce: the ranks of this rank's host, and the first rank of every host
+     * (in rank order, as ranks are visited in order). Plain loops: streams and lambdas here were first-time code that
+     * every rank ran at start-up.
+     */
+    private static int[][] hostGroups(String[] hosts, int rank) {
+        Map<String, List<Integer>> byHost = new LinkedHashMap<>();
+        for (int j = 0; j < hosts.length; j++) {
+            List<Integer> group = byHost.get(hosts[j]);
+            if (group == null) {
+                group = new ArrayList<>();
+                byHost.put(hosts[j], group);
+            }
+            group.add(j);
+        }
+        List<Integer> leaders = new ArrayList<>();
+        for (List<Integer> group : byHost.values()) {
+            leaders.add(group.getFirst());
+        }
+        return new int[][] {toArray(byHost.get(hosts[rank])), toArray(leaders)};
+    }
+
+    private static int[] toArray(List<Integer> values) {
+        int[] a = new int[values.size()];
+        for (int i = 0; i < a.length; i++) {
+            a[i] = values.get(i);
+        }
+        return a;
+    }
+
+    private static String key(String what, int from, int to) {
+        return what + "/" + from + "/" + to;
+    }
+
+    private static long remaining(long deadlineNs) {
+        return Math.max(1, deadlineNs - System.nanoTime());
+    }
+}

@@ -1,0 +1,152 @@
+package io.jccl.collectives.core;
+
+import io.jccl.collectives.CollectiveException;
+import io.jccl.common.Config;
+import io.jccl.common.idle.AdaptiveSpinIdleStrategy;
+import io.jccl.common.idle.BackoffIdleStrategy;
+
+/**
+ * How a communicator's operations wait, and what every wait checks. One per communicator; only the thread running
+ * the current operation uses it.
+ *
+ * <p>Three idle strategies, all from {@code io.jccl.common.idle}: {@link #plain()} (spin, yield, park: window
+ * operations, draining sends at close), {@link #message()} (message-path exchanges: an adaptive spin whose clock is
+ * read every round, since each round polls the completion queues, then yield and park) and {@link #direct()}
+ * (direct-path flag barriers: an adaptive spin that reads the clock every 32 rounds, since a round is one load, then
+ * yield and park). When a host has more ranks than cores none of them spins ({@link #oversubscribed}).
+ *
+ * <p>Once a wait's spin is over, every idle round calls {@link #check}: the abort flag, the operation's deadline
+ * (an operation gets its deadline at its start when the communicator read the clock, else at its first slow wait,
+ * {@link #deadline()}) and, every {@link #HEALTH_INTERVAL_NS}, the health of the peers the wait depends on.
+ */
+public final class WaitPolicy {
+    /** How often a wait checks its peers' health. */
+    public static final long HEALTH_INTERVAL_NS = 100_000_000L;
+
+    /** What the waits report to: the communicator's abort state and its flight recorder. */
+    public interface Owner {
+        /** Throws when the communicator was aborted. */
+        void checkNotAborted();
+
+        /** The current operation, begun untimed, is timed from {@code nowNs} (its first slow wait). */
+        void deadlineStarted(long nowNs);
+
+        /** The error for the current operation passing its deadline while waiting for {@code what}. */
+        CollectiveException.Timeout timeout(String what);
+    }
+
+    /** What one wait waits for: it names it when the deadline passes and checks the peers it depends on. */
+    public interface Subject {
+        /** What this wait still waits for (for the timeout's message). */
+        String describeWait();
+
+        /** Throws when a peer this wait depends on is gone. */
+        void checkHealth();
+    }
+
+    private final Owner owner;
+    private BackoffIdleStrategy plain = new BackoffIdleStrategy();
+    private AdaptiveSpinIdleStrategy message = new AdaptiveSpinIdleStrategy(BackoffIdleStrategy.SPIN_NS, 1,
+        new BackoffIdleStrategy(0, BackoffIdleStrategy.SPIN_NS + BackoffIdleStrategy.YIELD_NS,
+            BackoffIdleStrategy.PARK_MAX_NS));
+    private AdaptiveSpinIdleStrategy direct = new AdaptiveSpinIdleStrategy(BackoffIdleStrategy.SPIN_NS, 32,
+        new BackoffIdleStrategy(0, BackoffIdleStrategy.YIELD_NS, BackoffIdleStrategy.PARK_MAX_NS));
+    /** Deadline of the current operation; 0 until it is known (see {@link #deadline()}). */
+    private long deadlineNs;
+    private long opTimeoutNs;
+    private long nextHealthNs;
+
+    /** A policy reporting to {@code owner}. */
+    public WaitPolicy(Owner owner) {
+        this.owner = owner;
+    }
+
+    /**
+     * More ranks on this host than cores (Open MPI's "oversubscribed"): never spin, yield at once and for long, so
+     * the rank this one waits for gets the core (it is runnable and needs it; spinning only delays it by the rest
+     * of the time slice). Open MPI does the same. Unless {@code JCCL_SPIN_US} is set explicitly.
+     */
+    public void oversubscribed(int localRanks) {
+        if (localRanks > Runtime.getRuntime().availableProcessors() && Config.value("JCCL_SPIN_US") == null) {
+            plain = new BackoffIdleStrategy(0, 5_000_000, BackoffIdleStrategy.PARK_MAX_NS);
+            message = new AdaptiveSpinIdleStrategy(0, 1, plain);
+            direct = new AdaptiveSpinIdleStrategy(0, 32, plain);
+        }
+    }
+
+    /** Spin, yield, park: waits that are not an exchange or a flag barrier. */
+    public BackoffIdleStrategy plain() {
+        return plain;
+    }
+
+    /** The message path's exchanges. */
+    public AdaptiveSpinIdleStrategy message() {
+        return message;
+    }
+
+    /** The direct path's flag barriers. */
+    public AdaptiveSpinIdleStrategy direct() {
+        return direct;
+    }
+
+    /**
+     * A new operation with timeout {@code timeoutNs}, begun at {@code nowNs} (0 when the communicator did not read
+     * the clock for it: its deadline then starts at its first slow wait).
+     */
+    public void opBegan(long nowNs, long timeoutNs) {
+        opTimeoutNs = timeoutNs;
+        deadlineNs = nowNs != 0 ? nowNs + timeoutNs : 0;
+    }
+
+    /** Sets the current operation's deadline (start-up's first barrier, the closing barrier). */
+    public void setDeadline(long deadlineNs) {
+        this.deadlineNs = deadlineNs;
+    }
+
+    /**
+     * The current operation's deadline; an operation begun without a clock reading gets it now, at its first wait
+     * that outlasted the spin, and the flight recorder starts timing it from here.
+     */
+    public long deadline() {
+        if (deadlineNs == 0) {
+            long now = System.nanoTime();
+            deadlineNs = now + opTimeoutNs;
+            owner.deadlineStarted(now);
+        }
+        return deadlineNs;
+    }
+
+    /** A wait's slow phase begins: its first health check is due one interval from now. */
+    public void beginWait() {
+        nextHealthNs = System.nanoTime() + HEALTH_INTERVAL_NS;
+    }
+
+    /** What every idle round after the spin checks: abort, the deadline, and now and then the peers' health. */
+    public void check(Subject subject) {
+        owner.checkNotAborted();
+        long now = System.nanoTime();
+        if (now - deadline() > 0) {
+            throw owner.timeout("waiting for " + subject.describeWait());
+        }
+        if (now - nextHealthNs > 0) {
+            nextHealthNs = now + HEALTH_INTERVAL_NS;
+            subject.checkHealth();
+        }
+    }
+
+    /** A plain wait's round: after work a new idle period, otherwise {@link #check} and the plain strategy. */
+    public void idle(int work, Subject subject) {
+        if (work > 0) {
+            plain.reset();
+            return;
+        }
+        check(subject);
+        plain.idle();
+    }
+
+    /** Starts a plain wait ({@link #idle(int, Subject)} rounds follow). */
+    public void beginPlainWait() {
+        plain.reset();
+        beginWait();
+    }
+}
