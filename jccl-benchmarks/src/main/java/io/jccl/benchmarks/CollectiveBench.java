@@ -185,9 +185,9 @@ public final class CollectiveBench {
      * stopping at {@code seconds} (ten times that for cases of 64 KiB or less: those are the ones that start cold,
      * before any loop has been compiled, and are slow until C2 has compiled the path) even if fewer operations ran,
      * in chunks sized from a MAX-over-ranks estimate, so that every rank runs the same number of operations (every
-     * decision uses values all ranks share). The time floor matters for the first, small cases of a JVM: 20000
-     * 8-byte all-reduces take 4 ms, before C2 has compiled the path, and the case measured 0.4-2 us per op where the
-     * same JVM's later cases measured 0.17.
+     * decision uses values all ranks share). The time floor matters for the first, small cases of a JVM, whose
+     * operations can all run before C2 has compiled the path (measured: docs/PERFORMANCE.md, "The warm-up's time
+     * floor").
      */
     static void warmUp(BenchBackend comm, Runnable op, long bytes, double seconds) {
         double cap = bytes <= 65536 ? 10 * seconds : seconds;

@@ -19,17 +19,13 @@ import io.jccl.collectives.store.Store;
 import io.jccl.collectives.tuning.Algorithm;
 import io.jccl.collectives.tuning.AlgorithmFilter;
 import io.jccl.collectives.tuning.CostModel;
-import io.jccl.collectives.tuning.LinkParameters;
 import io.jccl.collectives.tuning.TuningParameters;
 import io.jccl.common.CpuAffinity;
 import io.jccl.common.Log;
-import io.jccl.verbs.LinkLayer;
 import io.jccl.verbs.MemoryRegion;
 
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
-import java.util.Collection;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
@@ -106,12 +102,9 @@ public final class Communicator implements AutoCloseable {
     private int splitSeq;
     private int windowSeq;
     private volatile boolean closed;
-    private List<PendingP2p> group;
+    private final PointToPoint pointToPoint = new PointToPoint();
     /** Devices this rank tried to open at creation, opened or not (tests check that unneeded ones were not). */
     final Set<String> devicesTried = new java.util.LinkedHashSet<>();
-
-    private record PendingP2p(boolean send, MemorySegment buf, long count, DataType type, int peer) {
-    }
 
     private Communicator(Store store, Store ownedStore, int rank, int size, CommunicatorOptions options) {
         this.store = store;
@@ -219,15 +212,15 @@ public final class Communicator implements AutoCloseable {
             // direct-path waits compare CPUs with the peer's (shared core or late peer); link sched_getcpu aside
             CpuAffinity.prelink();
         }
-        if (options.cpuBind()) {
-            bindCpu();
+        if (options.cpuBind() && RankSetup.bindCpu(rank, joined.localGroup()) && directBarrier != null) {
+            directBarrier.coresApart(true);
         }
         if (localRanks > cores) {
             log.info(rank, Log.Subsys.INIT, localRanks + " ranks on this host share " + cores
                 + " cores: waiting yields early (oversubscribed)");
         }
-        tuning = tuningParameters(direct);
-        logSetup(direct);
+        tuning = RankSetup.tuningParameters(options, joined, direct);
+        RankSetup.log(rank, size, options, joined, tuning, filter, kernels);
         // Connectivity check with the op deadline machinery: a barrier over the direct path when every rank mapped
         // every peer (what most collectives then use), else over the message path.
         if (size > 1) {
@@ -235,106 +228,6 @@ public final class Communicator implements AutoCloseable {
             waits.setDeadline(deadline);
             dispatch.barrier(direct ? Algorithm.DIRECT : Algorithm.RING, sig);
         }
-    }
-
-    /** The cost model's inputs: the slowest message path in use, the direct path, the hierarchy. */
-    private TuningParameters tuningParameters(boolean direct) {
-        Collection<DeviceResources> used = messagePath.devices().values();
-        LinkParameters intra = null;
-        if (joined.hostCount() > 1 && joined.sharedHost()) {
-            List<DeviceResources> intraDevices = new ArrayList<>();
-            for (Peer p : messagePath.peers()) {
-                if (p != null && p.sameHost()) {
-                    intraDevices.add(p.device());
-                }
-            }
-            intra = slowestMessagePath(intraDevices);
-        }
-        boolean network = false;
-        for (DeviceResources d : used) {
-            network |= d.linkLayer().isNetwork();
-        }
-        return new TuningParameters(slowestMessagePath(used), direct ? TuningParameters.directDefaults() : null,
-            TuningParameters.defaultReduceGBps(), options.directBytes(),
-            options.chunkBytesFor(network ? LinkLayer.ETHERNET : LinkLayer.MEMORY), joined.hostCount(), intra);
-    }
-
-    private static LinkParameters slowestMessagePath(Collection<DeviceResources> devices) {
-        LinkParameters worst = null;
-        for (DeviceResources d : devices) {
-            LinkParameters p = TuningParameters.messagePathDefaults(d.providerName(), d.linkLayer());
-            if (worst == null || p.latencyUs() > worst.latencyUs()) {
-                worst = p;
-            }
-        }
-        return worst == null ? TuningParameters.messagePathDefaults("shm", LinkLayer.MEMORY) : worst;
-    }
-
-    private void logSetup(boolean direct) {
-        for (Peer p : messagePath.peers()) {
-            if (p != null) {
-                log.info(rank, Log.Subsys.INIT, "rank " + rank + " -> rank " + p.rank() + " via " + p.device().name()
-                    + ": " + p.reason() + (p.directlyMapped() ? "; direct load/store of its buffers" : ""));
-            }
-        }
-        if (size > 1) {
-            boolean wantDirect = directPath != null;
-            log.info(rank, Log.Subsys.INIT, "communicator '" + options.name() + "' rank " + rank + "/" + size
-                + ": direct algorithms " + (direct ? "on (all-reduce up to " + DirectAllReduce.INLINE_BYTES
-                + " B inline in the arrival records)" : "off" + (wantDirect ? " (mapping failed)"
-                : joined.allSameHost() ? (options.directDisabled() ? " (JCCL_DIRECT_DISABLE=1)" : "")
-                : " (ranks span hosts)")) + ", kernels " + kernels.name() + ", timeout "
-                + TimeUnit.NANOSECONDS.toSeconds(options.timeoutNs()) + " s");
-            if (rank == 0 && log.enabled(Log.Level.INFO, Log.Subsys.TUNING)) {
-                log.info(rank, Log.Subsys.TUNING, CostModel.table(size, tuning, filter));
-            }
-        }
-    }
-
-    /** Threads already bound by {@link #bindCpu()} (a thread that creates several communicators binds once). */
-    private static final Set<Thread> BOUND_THREADS =
-        java.util.Collections.synchronizedSet(java.util.Collections.newSetFromMap(new java.util.WeakHashMap<>()));
-
-    /**
-     * JCCL_CPU_BIND=core: binds the creating thread to one CPU of the process's mask, chosen by the launcher's local
-     * rank (else this rank's index among the ranks of its host), when the local ranks fit the allowed CPUs.
-     */
-    private void bindCpu() {
-        if (!BOUND_THREADS.add(Thread.currentThread())) {
-            return;
-        }
-        int[] localGroup = joined.localGroup();
-        List<Integer> cpus = CpuAffinity.allowedCpus();
-        int local = -1;
-        try {
-            local = LaunchEnvironment.detect(System.getenv()).localRank();
-        } catch (RuntimeException e) {
-            // not started by a launcher: use the position among this host's ranks
-        }
-        if (local < 0) {
-            for (int i = 0; i < localGroup.length; i++) {
-                if (localGroup[i] == rank) {
-                    local = i;
-                }
-            }
-        }
-        String why;
-        if (cpus.isEmpty()) {
-            why = CpuAffinity.available() ? "the process's CPU mask is unknown" : "sched_setaffinity is unavailable";
-        } else if (localGroup.length > cpus.size() || local >= cpus.size()) {
-            why = localGroup.length + " local ranks do not fit the " + cpus.size() + " CPUs allowed " + cpus;
-        } else {
-            why = CpuAffinity.bindCurrentThread(cpus.get(local));
-            if (why == null) {
-                if (directBarrier != null) {
-                    directBarrier.coresApart(true);
-                }
-                log.info(rank, Log.Subsys.INIT, "JCCL_CPU_BIND=core: thread '" + Thread.currentThread().getName()
-                    + "' bound to CPU " + cpus.get(local) + " (local rank " + local + " of " + localGroup.length + ")");
-                return;
-            }
-        }
-        log.info(rank, Log.Subsys.INIT, "JCCL_CPU_BIND=core: not binding: " + why);
     }
 
     // ============================================================================================ accessors
@@ -687,73 +580,37 @@ public final class Communicator implements AutoCloseable {
      * together (so a rank can send to and receive from several peers without deadlock), as ncclGroupStart/End.
      */
     public void groupStart() {
-        if (group != null) {
-            throw new IllegalStateException("groupStart() while a group is open");
-        }
-        group = new ArrayList<>();
+        pointToPoint.start();
     }
 
     /** Runs the queued sends and receives; returns when all are complete. */
     public void groupEnd() {
-        if (group == null) {
-            throw new IllegalStateException("groupEnd() without groupStart()");
-        }
-        List<PendingP2p> ops = group;
-        group = null;
+        List<PointToPoint.Pending> ops = pointToPoint.end();
         if (ops.isEmpty()) {
             return;
         }
         long bytes = 0;
-        for (PendingP2p p : ops) {
-            bytes += p.count() * p.type().sizeBytes();
+        for (PointToPoint.Pending p : ops) {
+            bytes += p.bytes();
         }
-        runAction(Collective.SEND_RECV, ops.size(), null, -1, bytes, () -> runP2p(ops));
+        runAction(Collective.SEND_RECV, ops.size(), null, -1, bytes, () -> PointToPoint.run(ops, messagePath,
+            exchange));
     }
 
     /** Sends {@code count} elements to {@code peer} (matched by the peer's {@link #recv}, in call order). */
     public void send(MemorySegment buffer, long count, DataType type, int peer) {
-        p2p(new PendingP2p(true, buffer, count, type, peer));
+        p2p(new PointToPoint.Pending(true, buffer, count, type, peer));
     }
 
     /** Receives {@code count} elements from {@code peer}. */
     public void recv(MemorySegment buffer, long count, DataType type, int peer) {
-        p2p(new PendingP2p(false, buffer, count, type, peer));
+        p2p(new PointToPoint.Pending(false, buffer, count, type, peer));
     }
 
-    private void p2p(PendingP2p op) {
-        if (op.peer() < 0 || op.peer() >= size || op.peer() == rank) {
-            throw new IllegalArgumentException("peer " + op.peer() + " is not another rank of 0.." + (size - 1));
-        }
-        CollectiveCall.checkSize(op.buf(), op.count() * op.type().sizeBytes(), op.send() ? "send" : "recv");
-        if (group != null) {
-            group.add(op);
-            return;
-        }
-        runAction(Collective.SEND_RECV, op.count(), op.type(), op.peer(), op.count() * op.type().sizeBytes(),
-            () -> runP2p(List.of(op)));
-    }
-
-    private void runP2p(List<PendingP2p> ops) {
-        // Heap sends need native copies that live until the whole group is done (one per send: running part of a
-        // group early could deadlock against a peer's group).
-        try (Arena copies = Arena.ofShared()) {
-            for (PendingP2p op : ops) {
-                Peer p = messagePath.peer(op.peer());
-                long seq = op.send() ? p.nextSendSequence() : p.nextReceiveSequence();
-                Signature s = new Signature().set(seq, Collective.SEND_RECV, op.count(), op.type(), null, -1);
-                long bytes = op.count() * op.type().sizeBytes();
-                if (op.send()) {
-                    MemorySegment src = op.buf();
-                    if (!src.isNative()) {
-                        src = copies.allocate(Math.max(1, bytes), 64).asSlice(0, bytes);
-                        MemorySegment.copy(op.buf(), 0, src, 0, bytes);
-                    }
-                    exchange.send(p, s, src, 0, bytes);
-                } else {
-                    exchange.receive(p, s, op.buf(), 0, bytes, null, null);
-                }
-            }
-            exchange.run();
+    private void p2p(PointToPoint.Pending op) {
+        if (!pointToPoint.queue(op, rank, size)) {
+            runAction(Collective.SEND_RECV, op.count(), op.type(), op.peer(), op.bytes(),
+                () -> PointToPoint.run(List.of(op), messagePath, exchange));
         }
     }
 

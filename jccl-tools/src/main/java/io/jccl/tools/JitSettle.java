@@ -6,8 +6,8 @@ import java.lang.management.ManagementFactory;
 /**
  * Idling after a JIT warm-up until this JVM's compiler is quiet, before anything is timed. With as many ranks as
  * cores, compiler threads run only when a spinning rank is preempted, so the compilations a warm-up queued can
- * still be running long after it, inside the first timed loop, on the core of a rank the others wait for (a fresh
- * JVM's first case measured 1.8-4.4 us per 8-byte all-reduce, later cases 0.17-0.5).
+ * still be running long after it, inside the first timed loop, on the core of a rank the others wait for
+ * (measured: docs/PERFORMANCE.md, "Idling until the JIT is quiet").
  */
 public final class JitSettle {
     /** Shortest idle. */

@@ -1,12 +1,7 @@
 package io.jccl.collectives.algorithm;
 
-import io.jccl.collectives.DataType;
-import io.jccl.collectives.ReduceOp;
-import io.jccl.collectives.core.Blocks;
 import io.jccl.collectives.core.Signature;
 import io.jccl.collectives.message.Exchange;
-import io.jccl.collectives.message.Peer;
-import io.jccl.collectives.message.Transfer;
 
 import java.lang.foreign.MemorySegment;
 

@@ -14,7 +14,7 @@ import java.util.Arrays;
  * The direct all-reduces, by size: inline in the arrival records (up to {@link #INLINE_BYTES}), whole-vector from
  * every input (up to {@link #SMALL_BYTES}), and above that one of three the ranks agree on after a first barrier:
  * split (every input and output shared), pair (two ranks, separate outputs) or staged. Every rank reduces in rank
- * order, so all ranks hold bit-identical results. docs/collectives.md, "Direct all-reduce", has the measurements
+ * order, so all ranks hold bit-identical results. docs/collectives.md, "Algorithms" (Direct), has the measurements
  * behind the thresholds.
  */
 public final class DirectAllReduce {

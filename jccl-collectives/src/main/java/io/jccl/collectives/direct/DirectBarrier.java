@@ -19,8 +19,8 @@ import java.util.List;
  * <p>A wait spins adaptively ({@link AdaptiveSpinIdleStrategy}), then yields and parks with the abort, deadline and
  * health checks of {@link WaitPolicy}. Shared core or late peer: a waiting rank publishes the CPU it gives up and
  * compares it with the peer's ({@link #judgeWait}); the same CPU means the scheduler put both ranks on one core, and
- * the higher rank moves to another CPU of its mask ({@link CpuAffinity#moveOff}). docs/collectives.md, "Waiting on
- * the direct path", has the measurements behind these rules.
+ * the higher rank moves to another CPU of its mask ({@link CpuAffinity#moveOff}). docs/collectives.md, "Waiting", has
+ * the measurements behind these rules.
  */
 public final class DirectBarrier implements WaitPolicy.Subject {
     private final DirectPath path;

@@ -161,7 +161,7 @@ public final class Exchange implements WaitPolicy.Subject {
         try {
             // Sends go out before the first poll: that poll would otherwise flush the ACK a transport may be
             // holding back for this rank's next message to carry (tcp: one write instead of two per exchange;
-            // docs/collectives.md, "The message path").
+            // docs/collectives.md, "Message path protocol").
             for (int i = 0; i < n; i++) {
                 Transfer x = transfers[i];
                 if (x.send && !x.finished && !blocked(i)) {

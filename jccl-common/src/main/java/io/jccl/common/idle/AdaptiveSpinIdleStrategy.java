@@ -5,13 +5,12 @@ package io.jccl.common.idle;
  * {@link BackoffIdleStrategy} without a spin phase: yield, then sleep).
  *
  * <p>Why adaptive: on 2 cores shared with other work, two processes that wait for each other often land on the same
- * core for a while; spinning then only burns the time slice the other one needs (measured for the collectives: an
- * 8-byte all-reduce took 14–60 µs with a fixed 5–50 µs spin, against 0.2–0.5 µs when each rank has a core). The
- * rules: a wait that ended while spinning lets the next spin be a quarter longer ({@link #endedSpinning}); eight
- * waits in a row that ended right after the first yields (the peer ran only once this thread gave up its core) halve
- * it, down to {@link #MIN_SPIN_NS} ({@link #endedQuickly}); a wait for a late peer sets it to twice that wait
- * ({@link #peerLate}). The caller judges how a wait ended, since it may know more (which CPU the peer waited on);
- * {@link #waitEnded} judges from the number of yields alone.
+ * core for a while; spinning then only burns the time slice the other one needs (measured: docs/collectives.md,
+ZZ: a wait that ended while spinning lets the next spin be a quarter longer
+ * ({@link #endedSpinning}); eight waits in a row that ended right after the first yields (the peer ran only once
+ * this thread gave up its core) halve it, down to {@link #MIN_SPIN_NS} ({@link #endedQuickly}); a wait for a late
+ * peer sets it to twice that wait ({@link #peerLate}). The caller judges how a wait ended, since it may know more
+ * (which CPU the peer waited on); {@link #waitEnded} judges from the number of yields alone.
  *
  * <p>A wait is {@link #startWait()}, then {@code while (!done) { idle(); }} with {@link #reset()} after any round
  * that found work (a new idle period spins again). When the spin of a period runs out, {@code idle()} returns once

@@ -219,9 +219,8 @@ public final class TestsCommand implements Callable<Integer> {
         if (jitWarmup > 0) {
             // The whole table once, unmeasured and unprinted, with fewer runs per size: every path the table takes
             // (the timed loop, barrier, the double and long all-reduces of the bookkeeping, the check, formatting a
-            // row) is compiled before the first timed row. A path first taken inside the timed rows trapped out of
-            // compiled code and was recompiled there, on the core of a spinning rank: rows of 200 runs measured
-            // means of 50-220 us where their own sizes take 0.2-1 us.
+            // row) is compiled before the first timed row, instead of trapping out of compiled code and being
+            // recompiled inside it. Why: docs/tools.md, "What is measured" (step 0).
             Sweep warm = new Sweep(comm, kind, coll, type, op, sendBuffer, recvBuffer);
             for (long size : sizes) {
                 int count = jitRunsFor(coll.sizeBytes(coll.blockCount(size)), jitWarmup);

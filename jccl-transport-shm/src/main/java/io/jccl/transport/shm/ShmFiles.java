@@ -204,10 +204,9 @@ public final class ShmFiles {
     /**
      * The same memory, same arena, as a plain native segment instead of the mapped-file kind. Why: the hot paths
      * (collectives' kernels, barriers, copies) see these segments next to {@code Arena.allocate()} ones, and two
-     * implementation classes at one call site or array store defeat the JIT's type speculation. Measured: each
-     * new mix trapped out of compiled code ({@code array_check}, {@code class_check}) and was recompiled inside
-     * timed loops, one cause of nccl-tests rows of 200 runs with means of 50-220 us where 0.2-1 us was normal.
-     * Nothing here uses the mapped-file methods ({@code force}, {@code load}: tmpfs has no backing store).
+     * implementation classes at one call site or array store defeat the JIT's type speculation (measured:
+     * docs/transport-shm.md, "Plain native segments"). Nothing here uses the mapped-file methods ({@code force},
+     * {@code load}: tmpfs has no backing store).
      */
     static MemorySegment plainNative(MemorySegment mapped) {
         return mapped.reinterpret(mapped.byteSize());

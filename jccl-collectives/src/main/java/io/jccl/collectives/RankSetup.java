@@ -1,0 +1,135 @@
+package io.jccl.collectives;
+
+import io.jccl.collectives.bootstrap.Bootstrap;
+import io.jccl.collectives.direct.DirectAllReduce;
+import io.jccl.collectives.kernel.ReduceKernels;
+import io.jccl.collectives.message.DeviceResources;
+import io.jccl.collectives.message.MessagePath;
+import io.jccl.collectives.message.Peer;
+import io.jccl.collectives.tuning.AlgorithmFilter;
+import io.jccl.collectives.tuning.CostModel;
+import io.jccl.collectives.tuning.LinkParameters;
+import io.jccl.collectives.tuning.TuningParameters;
+import io.jccl.common.CpuAffinity;
+import io.jccl.common.Log;
+import io.jccl.verbs.LinkLayer;
+
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.List;
+import java.util.Set;
+import java.util.WeakHashMap;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * What a rank sets up once it has joined, before its first collective: CPU binding on request, the cost model's
+ * parameters from the paths in use, and the setup lines of {@code JCCL_DEBUG=INFO}.
+ */
+final class RankSetup {
+    /** Threads already bound by {@link #bindCpu} (a thread that creates several communicators binds once). */
+    private static final Set<Thread> BOUND_THREADS = Collections.synchronizedSet(Collections.newSetFromMap(
+        new WeakHashMap<>()));
+
+    private RankSetup() {
+    }
+
+    /**
+     * JCCL_CPU_BIND=core: binds the creating thread to one CPU of the process's mask, chosen by the launcher's local
+     * rank (else this rank's index among the ranks of its host, {@code localGroup}), when the local ranks fit the
+     * allowed CPUs. Returns whether it bound the thread now.
+     */
+    static boolean bindCpu(int rank, int[] localGroup) {
+        if (!BOUND_THREADS.add(Thread.currentThread())) {
+            return false;
+        }
+        Log log = Log.get();
+        List<Integer> cpus = CpuAffinity.allowedCpus();
+        int local = -1;
+        try {
+            local = LaunchEnvironment.detect(System.getenv()).localRank();
+        } catch (RuntimeException e) {
+            // not started by a launcher: use the position among this host's ranks
+        }
+        if (local < 0) {
+            for (int i = 0; i < localGroup.length; i++) {
+                if (localGroup[i] == rank) {
+                    local = i;
+                }
+            }
+        }
+        String why;
+        if (cpus.isEmpty()) {
+            why = CpuAffinity.available() ? "the process's CPU mask is unknown" : "sched_setaffinity is unavailable";
+        } else if (localGroup.length > cpus.size() || local >= cpus.size()) {
+            why = localGroup.length + " local ranks do not fit the " + cpus.size() + " CPUs allowed " + cpus;
+        } else {
+            why = CpuAffinity.bindCurrentThread(cpus.get(local));
+            if (why == null) {
+                log.info(rank, Log.Subsys.INIT, "JCCL_CPU_BIND=core: thread '" + Thread.currentThread().getName()
+                    + "' bound to CPU " + cpus.get(local) + " (local rank " + local + " of " + localGroup.length + ")");
+                return true;
+            }
+        }
+        log.info(rank, Log.Subsys.INIT, "JCCL_CPU_BIND=core: not binding: " + why);
+        return false;
+    }
+
+    /** The cost model's inputs: the slowest message path in use, the direct path, the hierarchy. */
+    static TuningParameters tuningParameters(CommunicatorOptions options, Bootstrap.Result joined, boolean direct) {
+        MessagePath messagePath = joined.messagePath();
+        Collection<DeviceResources> used = messagePath.devices().values();
+        LinkParameters intra = null;
+        if (joined.hostCount() > 1 && joined.sharedHost()) {
+            List<DeviceResources> intraDevices = new ArrayList<>();
+            for (Peer p : messagePath.peers()) {
+                if (p != null && p.sameHost()) {
+                    intraDevices.add(p.device());
+                }
+            }
+            intra = slowestMessagePath(intraDevices);
+        }
+        boolean network = false;
+        for (DeviceResources d : used) {
+            network |= d.linkLayer().isNetwork();
+        }
+        return new TuningParameters(slowestMessagePath(used), direct ? TuningParameters.directDefaults() : null,
+            TuningParameters.defaultReduceGBps(), options.directBytes(),
+            options.chunkBytesFor(network ? LinkLayer.ETHERNET : LinkLayer.MEMORY), joined.hostCount(), intra);
+    }
+
+    private static LinkParameters slowestMessagePath(Collection<DeviceResources> devices) {
+        LinkParameters worst = null;
+        for (DeviceResources d : devices) {
+            LinkParameters p = TuningParameters.messagePathDefaults(d.providerName(), d.linkLayer());
+            if (worst == null || p.latencyUs() > worst.latencyUs()) {
+                worst = p;
+            }
+        }
+        return worst == null ? TuningParameters.messagePathDefaults("shm", LinkLayer.MEMORY) : worst;
+    }
+
+    /** {@code JCCL_DEBUG=INFO}: the device per peer and why, the paths and settings, and (TUNING) the cost table. */
+    static void log(int rank, int size, CommunicatorOptions options, Bootstrap.Result joined, TuningParameters tuning,
+                    AlgorithmFilter filter, ReduceKernels kernels) {
+        Log log = Log.get();
+        for (Peer p : joined.messagePath().peers()) {
+            if (p != null) {
+                log.info(rank, Log.Subsys.INIT, "rank " + rank + " -> rank " + p.rank() + " via " + p.device().name()
+                    + ": " + p.reason() + (p.directlyMapped() ? "; direct load/store of its buffers" : ""));
+            }
+        }
+        if (size > 1) {
+            boolean wantDirect = joined.directPath() != null;
+            log.info(rank, Log.Subsys.INIT, "communicator '" + options.name() + "' rank " + rank + "/" + size
+                + ": direct algorithms " + (joined.direct() ? "on (all-reduce up to " + DirectAllReduce.INLINE_BYTES
+                + " B inline in the arrival records)" : "off" + (wantDirect ? " (mapping failed)"
+                : joined.allSameHost() ? (options.directDisabled() ? " (JCCL_DIRECT_DISABLE=1)" : "")
+                : " (ranks span hosts)")) + ", kernels " + kernels.name() + ", timeout "
+                + TimeUnit.NANOSECONDS.toSeconds(options.timeoutNs()) + " s");
+            if (rank == 0 && log.enabled(Log.Level.INFO, Log.Subsys.TUNING)) {
+                log.info(rank, Log.Subsys.TUNING, CostModel.table(size, tuning, filter));
+            }
+        }
+    }
+}
