@@ -6,7 +6,7 @@ package io.jccl.common.idle;
  *
  * <p>Why adaptive: on 2 cores shared with other work, two processes that wait for each other often land on the same
  * core for a while; spinning then only burns the time slice the other one needs (measured: docs/collectives.md,
-ZZ: a wait that ended while spinning lets the next spin be a quarter longer
+ * "Waiting"). The rules: a wait that ended while spinning lets the next spin be a quarter longer
  * ({@link #endedSpinning}); eight waits in a row that ended right after the first yields (the peer ran only once
  * this thread gave up its core) halve it, down to {@link #MIN_SPIN_NS} ({@link #endedQuickly}); a wait for a late
  * peer sets it to twice that wait ({@link #peerLate}). The caller judges how a wait ended, since it may know more
