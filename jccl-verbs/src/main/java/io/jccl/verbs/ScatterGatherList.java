@@ -2,7 +2,7 @@ package io.jccl.verbs;
 
 /**
  * A fixed-capacity scatter/gather list shared by send and receive work requests. The entries are allocated once;
- * {@link #count(int)} says how many are in use, so a request can be re-posted with different lists without
+ * {@link #setSgeCount(int)} says how many are in use, so a request can be re-posted with different lists without
  * allocating.
  */
 public class ScatterGatherList {

@@ -4,7 +4,7 @@ import java.util.Locale;
 
 /**
  * nccl-tests' bandwidth definitions (doc/PERFORMANCE.md): {@code algbw = S / t} with S the bytes one rank sees
- * (per-collective, see {@link #algorithmBytes}) and GB = 1e9 bytes; {@code busbw = algbw × factor}, with the
+ * (per-collective, see {@link #algorithmBandwidth}) and GB = 1e9 bytes; {@code busbw = algbw × factor}, with the
  * factor that makes the number comparable to a link's peak whatever the rank count.
  */
 public enum BusBandwidth {
