@@ -340,6 +340,8 @@ public final class Communicator implements AutoCloseable {
         try {
             execute(blocking.set(c, send, recv, count, type, op, root, bytes));
         } finally {
+            blocking.send = null; // the caller's buffers are not kept reachable until the next call
+            blocking.recv = null;
             order.release();
         }
     }

@@ -76,6 +76,15 @@ public final class ArchitectureRules {
         return new Rule(statement);
     }
 
+    /**
+     * The rule every provider module follows: the verbs API, its SPI, jccl-common and its own package tree
+     * ({@code ownPackage}), never another provider, the collectives, the tools, the examples or the benchmarks.
+     */
+    public static Rule providerRule(String ownPackage) {
+        return rule("providers depend only on the verbs API, its SPI and jccl-common")
+            .allow("io.jccl.verbs", "io.jccl.verbs.spi", "io.jccl.common..", ownPackage + "..");
+    }
+
     /** The module's compiled main classes: {@code target/classes} under the module being tested. */
     public static Path mainClasses() {
         return moduleDirectory().resolve("target").resolve("classes");
