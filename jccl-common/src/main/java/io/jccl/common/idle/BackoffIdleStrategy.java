@@ -25,6 +25,7 @@ public final class BackoffIdleStrategy implements IdleStrategy {
     private final long parkMinNs;
     private final long parkMaxNs;
     private final Sleeper sleeper;
+    private final int clockMask;
     private long idleSinceNs;
     private long parkNs;
     private int calls;
@@ -45,6 +46,21 @@ public final class BackoffIdleStrategy implements IdleStrategy {
      * twice as long each time up to {@code parkMaxNs}.
      */
     public BackoffIdleStrategy(long spinNs, long yieldNs, long parkMinNs, long parkMaxNs, Sleeper sleeper) {
+        this(spinNs, yieldNs, parkMinNs, parkMaxNs, sleeper, 16);
+    }
+
+    /**
+     * As {@link #BackoffIdleStrategy(long, long, long, long, Sleeper)}, reading the clock every {@code clockEvery}
+     * calls of the spin phase (a power of two): 16 where a round is a few loads (a clock reading costs more than the
+     * spin itself), 1 where every round is a system call anyway (a {@code selectNow()} loop), so that the spin ends
+     * on time.
+     */
+    public BackoffIdleStrategy(long spinNs, long yieldNs, long parkMinNs, long parkMaxNs, Sleeper sleeper,
+                               int clockEvery) {
+        if (clockEvery < 1 || Integer.bitCount(clockEvery) != 1) {
+            throw new IllegalArgumentException("clockEvery must be a power of two: " + clockEvery);
+        }
+        this.clockMask = clockEvery - 1;
         this.spinNs = spinNs;
         this.yieldNs = yieldNs;
         this.parkMinNs = Math.max(1, parkMinNs);
@@ -73,8 +89,8 @@ public final class BackoffIdleStrategy implements IdleStrategy {
                 Thread.onSpinWait();
                 return;
             }
-        } else if (spinning && (calls & 15) != 0) {
-            // Checking the clock every call costs more than the spin itself.
+        } else if (spinning && (calls & clockMask) != 0) {
+            // Checking the clock every call costs more than the spin itself (unless a round is a system call).
             Thread.onSpinWait();
             return;
         }

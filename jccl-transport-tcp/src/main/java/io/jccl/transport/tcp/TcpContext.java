@@ -1,5 +1,6 @@
 package io.jccl.transport.tcp;
 
+import io.jccl.common.Log;
 import io.jccl.verbs.AtomicCapability;
 import io.jccl.verbs.Counter;
 import io.jccl.verbs.DeviceAttributes;
@@ -48,6 +49,8 @@ final class TcpContext extends AbstractContext implements TcpEngine.Handler {
     private final DeviceAttributes attributes;
     /** Connections whose HELLO has not fully arrived; touched only by engine 0's thread. */
     private final List<PendingConnection> pending = new ArrayList<>();
+    /** Parses the HELLOs of {@link #pending} connections (engine 0's thread only). */
+    private final HelloFlyweight helloView = new HelloFlyweight();
 
     TcpContext(TcpDevice device, TcpSettings settings) {
         super(device);
@@ -108,7 +111,7 @@ final class TcpContext extends AbstractContext implements TcpEngine.Handler {
             try {
                 listener.register(first.selector, SelectionKey.OP_ACCEPT, this);
             } catch (IOException e) {
-                System.err.println("jccl tcp: cannot register listener: " + e);
+                Log.get().warn(-1, Log.Subsys.NET, "tcp: cannot register listener: " + e);
             }
         });
     }
@@ -232,24 +235,24 @@ final class TcpContext extends AbstractContext implements TcpEngine.Handler {
             if (hello.hasRemaining()) {
                 return;
             }
-            ByteBuffer h = hello;
-            int dst = h.getInt(8);
-            int src = h.getInt(12);
+            HelloFlyweight h = helloView.wrap(hello, 0);
+            int dst = h.destinationQpn();
+            int src = h.sourceQpn();
             AbstractQueuePair target = queuePairs().get(dst);
-            if (h.getInt(0) != Wire.MAGIC || h.get(4) != Wire.VERSION || h.get(5) != Wire.KIND_HELLO
-                || !(target instanceof TcpQueuePair qp) || !qp.secretMatches(h.getLong(16), h.getLong(24))
+            if (!h.is(Wire.KIND_HELLO) || !(target instanceof TcpQueuePair qp)
+                || !qp.secretMatches(h.destinationSecretHigh(), h.destinationSecretLow())
                 || (src & ~Wire.PSN_MASK) != 0) {
                 // Unknown QP number or wrong secret: the peer never learns anything, and touches nothing.
                 counterSet().increment(Counter.PORT_RCV_ERRORS);
                 drop();
                 return;
             }
-            long srcHigh = h.getLong(32);
-            long srcLow = h.getLong(40);
-            int peerMaxDest = h.getInt(48);
+            long srcHigh = h.sourceSecretHigh();
+            long srcLow = h.sourceSecretLow();
+            int peerMaxDest = h.maxDestRdAtomic();
             pending.remove(this);
             key.cancel();
-            qp.engine.execute(() -> qp.offerIncoming(channel, src, srcHigh, srcLow, peerMaxDest));
+            qp.engine.execute(() -> qp.connection.offerIncoming(channel, src, srcHigh, srcLow, peerMaxDest));
         }
     }
 

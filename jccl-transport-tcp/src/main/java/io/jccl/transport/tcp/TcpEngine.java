@@ -1,6 +1,12 @@
 package io.jccl.transport.tcp;
 
+import io.jccl.common.Log;
+import io.jccl.common.idle.BackoffIdleStrategy;
+import io.jccl.common.idle.IdleStrategy;
+import io.jccl.common.idle.Sleeper;
+
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.channels.SelectionKey;
@@ -12,21 +18,19 @@ import java.util.concurrent.locks.LockSupport;
 import java.util.function.Consumer;
 
 /**
- * One progress thread of a tcp context: a selector over its connections, a small task queue for work handed over
- * from other threads (registrations), and timers (RNR retries, connection deadlines).
+ * One progress thread of a tcp context (an Agrona-style duty cycle): a selector over its connections, a small task
+ * queue for work handed over from other threads (registrations), and timers (RNR retries, connection deadlines).
  *
- * <p>Waking a thread parked in {@code select()} costs 40–150 µs on the target machines, so the loop first
- * busy-polls with {@code selectNow()} for {@code spinNs} after the last piece of work, then blocks. Posting threads
- * call {@link #kick()}, which only pays for {@link Selector#wakeup()} when the thread is really blocked.
+ * <p>Each round: hand-over tasks and kicked QPs, a non-blocking {@code selectNow()}, due timers. When a round found
+ * nothing the thread waits through an {@link IdleStrategy}: it keeps doing rounds ({@code selectNow()} busy-polling)
+ * for {@code spinNs} after the last work, then blocks in {@code select()} until a timer is due (at most 100 ms) or
+ * it is woken; a blocking select that returns starts a new idle period. Waking a blocked thread costs 40–150 µs, so
+ * posting threads kick it only when it must look at once, and {@link #wakeupIfSleeping()} pays for
+ * {@link Selector#wakeup()} only when the thread is really blocked. Spinning helps only while a core is free: while
+ * the 1-minute load average is at or above the number of cores the thread blocks at once.
  *
- * <p><b>Standby.</b> While application threads drive every connected QP of this thread themselves (they poll
- * the QPs' completion queues, which does the QPs' socket I/O inline, see {@link TcpQueuePair#progress()}), this
- * thread neither spins nor blocks in {@code select()}: either would take a core from the pollers (spinning) or be
- * woken by every arriving segment (blocking), and on a 2-core machine with both ends busy-polling that halves
- * throughput and doubles latency. It parks instead and looks every {@link #STANDBY_TICK_NS}: a non-blocking
- * select (applies interest changes, serves anything not driven), hand-over tasks, kicks, timers. When polls stop
- * for {@link TcpQueuePair#DRIVEN_NS} it takes the I/O back, so a QP whose application stops polling is served
- * again within about 2 ms.
+ * <p>Who drives each QP's socket, and when this thread goes into <em>standby</em> (parks and looks every tick while
+ * application threads drive every connected QP), is decided by its {@link IoDriverPolicy}.
  */
 final class TcpEngine implements Runnable {
     /** Something registered with the selector. */
@@ -36,8 +40,6 @@ final class TcpEngine implements Runnable {
     }
 
     private static final long IDLE_TIMER_NS = 100_000_000L;
-    /** How often a thread in standby looks at its connections. */
-    static final long STANDBY_TICK_NS = 1_000_000L;
     private static final int AWAKE = 0;
     private static final int SELECTING = 1;
     private static final int PARKED = 2;
@@ -46,24 +48,25 @@ final class TcpEngine implements Runnable {
 
     final Selector selector;
     final Thread thread;
-    private final long spinNs;
+    /** Who drives this thread's QPs: application threads or this thread; standby and kicks. */
+    final IoDriverPolicy policy = new IoDriverPolicy(this);
     private final ConcurrentLinkedQueue<Runnable> tasks = new ConcurrentLinkedQueue<>();
     private final AtomicLong nextTimerNs = new AtomicLong(Long.MAX_VALUE);
     private final Consumer<SelectionKey> dispatch = this::dispatch;
+    /** Active and idle: spin for spinNs after the last work, then block in select (until a timer, at most 100 ms). */
+    private final IdleStrategy spinThenSelect;
+    private final long spinNs;
+    /** The same without the spin, while the machine is oversubscribed. */
+    private final IdleStrategy selectOnly;
+    /** Standby: park for one standby look at a time. */
+    private final IdleStrategy standbyPark;
     private volatile TcpQueuePair[] queuePairs = new TcpQueuePair[0];
     private volatile Runnable extraTimer;
     private volatile boolean running = true;
     /** AWAKE, SELECTING (blocked in select: wake with Selector.wakeup) or PARKED (standby: unpark). */
     private volatile int sleeping;
-    /** Whether application threads are driving every connected QP of this thread (see the class comment). */
-    private volatile boolean standby;
-    private volatile boolean kickPending;
-    /**
-     * A task or a kick that must not wait for the next standby tick ({@link #execute}, {@link #kick}); a lazy kick
-     * ({@link #kickLazily}) leaves a thread in standby parked until its tick. Written before {@code sleeping} is
-     * read, read after it is written, so a parking thread either sees it or is unparked.
-     */
-    private volatile boolean urgentKick;
+    /** A blocking select returned (data, a wake-up or a timer): the next idle period spins again. */
+    private boolean selectReturned;
     /** Whether spinning helps now: not while the machine has more runnable threads than cores. */
     private boolean spinAllowed = true;
     /** Loop iterations and standby parks of this thread (written by it only; read by tests). */
@@ -73,8 +76,14 @@ final class TcpEngine implements Runnable {
 
     TcpEngine(String name, long spinNs) throws IOException {
         this.selector = Selector.open();
-        this.spinNs = spinNs;
         this.thread = Thread.ofPlatform().name(name).daemon(true).unstarted(this);
+        this.spinNs = spinNs;
+        Sleeper select = this::selectAtMost;
+        // Spin, reading the clock every round (each round is a selectNow()), then select.
+        this.spinThenSelect = new BackoffIdleStrategy(spinNs, 0, IDLE_TIMER_NS, IDLE_TIMER_NS, select, 1);
+        this.selectOnly = new BackoffIdleStrategy(0, 0, IDLE_TIMER_NS, IDLE_TIMER_NS, select);
+        this.standbyPark = new BackoffIdleStrategy(0, 0, IoDriverPolicy.STANDBY_TICK_NS,
+            IoDriverPolicy.STANDBY_TICK_NS, this::parkInStandby);
     }
 
     void start() {
@@ -84,18 +93,10 @@ final class TcpEngine implements Runnable {
     /** Runs {@code task} on this thread soon. */
     void execute(Runnable task) {
         tasks.add(task);
-        urgentKick = true;
-        kickPending = true;
-        wakeupIfSleeping();
+        policy.kickUrgently();
     }
 
-    /** Asks the thread to look at kicked queue pairs. */
-    void kick() {
-        urgentKick = true;
-        kickPending = true;
-        wakeupIfSleeping();
-    }
-
+    /** Wakes the thread if it is blocked in select or parked in standby. */
     void wakeupIfSleeping() {
         int s = sleeping;
         if (s == SELECTING) {
@@ -112,36 +113,9 @@ final class TcpEngine implements Runnable {
         }
     }
 
-    /** Whether application threads currently drive this thread's QPs (it only looks every standby tick). */
-    boolean inStandby() {
-        return standby;
-    }
-
     /** Whether the thread is (about to be) blocked in select, where it would not see a lazy kick. */
     boolean blockedInSelect() {
         return sleeping == SELECTING;
-    }
-
-    /** Asks for a look at kicked QPs at the next loop or standby tick, without waking a sleeping thread. */
-    void kickLazily() {
-        kickPending = true;
-    }
-
-    /**
-     * Whether every connected QP was driven by an application poll within {@link TcpQueuePair#DRIVEN_NS} (and at
-     * least one is connected).
-     */
-    private boolean allDriven(long now) {
-        boolean any = false;
-        for (TcpQueuePair qp : queuePairs) {
-            if (qp.connected()) {
-                if (!qp.drivenAt(now)) {
-                    return false;
-                }
-                any = true;
-            }
-        }
-        return any;
     }
 
     /** Makes sure the timers run no later than {@code deadlineNs}. */
@@ -205,18 +179,15 @@ final class TcpEngine implements Runnable {
 
     @Override
     public void run() {
-        long idleSinceNs = System.nanoTime();
         while (running) {
             loops++;
             try {
                 int work = 0;
-                if (kickPending) {
-                    kickPending = false;
-                    urgentKick = false;
+                if (policy.takeKicks()) {
                     work += runTasks();
                     work += runKicks();
                     if (!tasks.isEmpty()) {
-                        kickPending = true;
+                        policy.kickLazily();
                     }
                 }
                 work += selector.selectNow(dispatch);
@@ -225,72 +196,91 @@ final class TcpEngine implements Runnable {
                     runTimers(now);
                     work++;
                 }
-                boolean driven = allDriven(now);
+                boolean driven = policy.standbyWanted(queuePairs, now);
                 if (work > 0 && !driven) {
-                    standby = false;
-                    idleSinceNs = now;
+                    policy.active();
+                    newIdlePeriod();
                     continue;
                 }
                 if (driven) {
-                    standby = true;
-                    sleeping = PARKED;
-                    try {
-                        // Only lazy kicks pending (a QP holding back an ACK while its application polls): look
-                        // again when the hold may have run out, not at once. Looping on them kept this thread
-                        // busy for as long as ACKs were held: ~60 000 loops/s and 15-17 % of a core per rank
-                        // during 16 MiB all-reduces over tcp on 2 cores, taken from the application threads.
-                        if (!urgentKick && running) {
-                            standbyParks++;
-                            LockSupport.parkNanos(this, kickPending ? TcpQueuePair.ACK_HOLD_NS : STANDBY_TICK_NS);
-                        }
-                    } finally {
-                        sleeping = AWAKE;
-                    }
-                    idleSinceNs = System.nanoTime();
+                    policy.enterStandby();
+                    standbyPark.idle();
+                    newIdlePeriod();
                     continue;
                 }
-                if (standby) {
-                    standby = false;
-                    kickPending = true; // QPs may hold back an ACK while driven: have a look at them now
-                    idleSinceNs = now;
+                if (policy.leaveStandby()) {
+                    newIdlePeriod();
                     continue;
                 }
                 if (now - loadCheckedNs > LOAD_CHECK_NS) {
                     loadCheckedNs = now;
                     spinAllowed = spinHelps();
                 }
-                if (spinAllowed && now - idleSinceNs < spinNs) {
-                    Thread.onSpinWait();
-                    continue;
+                IdleStrategy idle = spinAllowed && spinNs > 0 ? spinThenSelect : selectOnly;
+                idle.idleAtMost(Math.min(nextTimerNs.get() - now, IDLE_TIMER_NS));
+                if (selectReturned) {
+                    selectReturned = false;
+                    newIdlePeriod();
                 }
-                sleeping = SELECTING;
-                try {
-                    if (kickPending || !running) {
-                        continue;
-                    }
-                    long waitNs = Math.min(nextTimerNs.get() - now, IDLE_TIMER_NS);
-                    if (waitNs > 0) {
-                        selector.select(dispatch, Math.max(1, (waitNs + 999_999) / 1_000_000));
-                    }
-                } finally {
-                    sleeping = AWAKE;
-                }
-                idleSinceNs = System.nanoTime();
             } catch (Throwable t) {
                 if (!running) {
                     return;
                 }
                 // The loop must survive anything a handler does; handlers report their own errors.
-                System.err.println("jccl tcp: progress thread " + thread.getName() + ": " + t);
+                Log.get().warn(-1, Log.Subsys.NET, "tcp: progress thread " + thread.getName() + ": " + t);
             }
+        }
+    }
+
+    /** Work was done (or a wait ended): the next wait spins again first. */
+    private void newIdlePeriod() {
+        spinThenSelect.reset();
+        selectOnly.reset();
+    }
+
+    /**
+     * The idle strategies' sleep while active: blocks in select, dispatching what becomes ready, until a timer is
+     * due, at most {@code maxNs} (rounded up to milliseconds, select's unit), unless a kick is pending.
+     */
+    private void selectAtMost(long maxNs) {
+        sleeping = SELECTING;
+        try {
+            if (policy.kickPending() || !running) {
+                return; // look at the kicks first; the idle period goes on
+            }
+            long waitNs = Math.min(maxNs, nextTimerNs.get() - System.nanoTime());
+            if (waitNs > 0) {
+                selector.select(dispatch, Math.max(1, (waitNs + 999_999) / 1_000_000));
+            }
+            selectReturned = true;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        } finally {
+            sleeping = AWAKE;
+        }
+    }
+
+    /**
+     * The standby strategy's sleep: parks for one look ({@code tickNs}, or the ACK hold time while lazy kicks are
+     * pending), unless an urgent kick is pending. The state is published before the kick is read, so a kicker
+     * either is seen or unparks this thread.
+     */
+    private void parkInStandby(long tickNs) {
+        sleeping = PARKED;
+        try {
+            if (policy.mayParkInStandby() && running) {
+                standbyParks++;
+                LockSupport.parkNanos(this, policy.standbyParkNs(tickNs));
+            }
+        } finally {
+            sleeping = AWAKE;
         }
     }
 
     /**
      * Spinning only pays while a core is free. On an oversubscribed machine a spinning thread is just another
      * runnable thread competing for its fair share, while a thread blocked in select() is woken with priority
-     * when data arrives: measured here (2 cores, load average 10), ib_write_lat-style ping-pong was typically
-     * 4-6 ms with spinning and 0.26 ms without.
+     * when data arrives (measured: docs/transport-tcp.md, "Why the I/O policy is what it is").
      */
     private static boolean spinHelps() {
         try {
@@ -311,7 +301,7 @@ final class TcpEngine implements Runnable {
             try {
                 task.run();
             } catch (RuntimeException e) {
-                System.err.println("jccl tcp: task failed: " + e);
+                Log.get().warn(-1, Log.Subsys.NET, "tcp: task failed: " + e);
             }
             n++;
         }
@@ -321,8 +311,7 @@ final class TcpEngine implements Runnable {
     private int runKicks() {
         int n = 0;
         for (TcpQueuePair qp : queuePairs) {
-            if (qp.kicked) {
-                qp.kicked = false;
+            if (qp.io.takeKick()) {
                 qp.onKick();
                 n++;
             }
@@ -350,7 +339,7 @@ final class TcpEngine implements Runnable {
                 handler.onSelected(key);
             } catch (Throwable t) {
                 key.cancel();
-                System.err.println("jccl tcp: handler failed: " + t);
+                Log.get().warn(-1, Log.Subsys.NET, "tcp: handler failed: " + t);
             }
         }
     }

@@ -36,11 +36,9 @@ public record TcpSettings(int threads, String interfaces, String family, String 
      * off on NICs. Why virtual ones: a veth pair has no hardware queue that keeps a flow on one CPU. With megabytes
      * queued unsent, the kernel transmits for the socket both from the writing thread and from the softirq that
      * processes the peer's ACKs on the other CPU, each into its own CPU's backlog; the two streams overtake each
-     * other, the receiver sees reordering, the sender takes it for loss. Measured between two network namespaces
-     * (scripts/netns.sh), a 1 MiB WRITE stream: 23 000 fast retransmits in 2 s, 2.1 GB/s. With 128 KiB: 2-rank
-     * 16 MiB all-reduce 12.1-12.3 -> 8.5-8.9 ms, 64 MiB 44-48 -> 33-35 ms, 1 MiB broadcast 527-531 -> 320-338 us.
-     * On a NIC the limit would only add application wake-ups (the link drains 128 KiB in 10 us at 100 Gbit/s);
-     * loopback measured worse with it (16 MiB all-reduce 6.1 -> 6.9 ms) and is never limited.
+     * other, the receiver sees reordering, the sender takes it for loss. On a NIC the limit would only add
+     * application wake-ups, and loopback measured worse with it (never limited). Measurements: docs/transport-tcp.md,
+     * "Unsent bytes on virtual interfaces".
      */
     static int notSentLowatBytes(boolean virtualInterface) {
         long configured = Config.longValue("JCCL_TCP_NOTSENT_LOWAT", -1);

@@ -10,12 +10,15 @@ package io.jccl.transport.tcp;
  *  0 u8  type         4 u32 psn (24 bits)   12 u32 rkey    24 u64 operand 1 (compare/add, atomic result)
  *  1 u8  flags        8 u32 length          16 u64 va      32 u64 operand 2 (swap)
  *  2 u8  syndrome (NAK class)                               40 u32 immediate data
- *  3 u8  RNR timer code (RNR NAK)                           44 u32 reserved, 0
+ *  3 u8  RNR timer code (RNR NAK)                           44 u32 ACK word: 0, or on a request a piggybacked ACK
  * </pre>
  *
  * <p>The handshake is one 64-byte HELLO from the connecting side and one 64-byte ACCEPT back:
  * magic "JCCL", version, kind, destination and source QP numbers, the destination's 128-bit secret (proof that
  * the connector was given the endpoint record), the source's secret and the sender's max_dest_rd_atomic.
+ *
+ * <p>This class holds the constants only; {@link FrameHeaderFlyweight} and {@link HelloFlyweight} are the only code
+ * that reads or writes fields at these offsets.
  */
 final class Wire {
     static final int HEADER = 48;
@@ -72,6 +75,21 @@ final class Wire {
      */
     static final int OFF_ACK = OFF_RESERVED;
     static final int ACK_PRESENT = 0x80000000;
+
+    // HELLO/ACCEPT offsets
+    static final int HELLO_OFF_MAGIC = 0;
+    static final int HELLO_OFF_VERSION = 4;
+    static final int HELLO_OFF_KIND = 5;
+    /** u16 0. */
+    static final int HELLO_OFF_ZERO = 6;
+    static final int HELLO_OFF_DEST_QPN = 8;
+    static final int HELLO_OFF_SOURCE_QPN = 12;
+    /** 128 bits: high word, then low word. */
+    static final int HELLO_OFF_DEST_SECRET = 16;
+    static final int HELLO_OFF_SOURCE_SECRET = 32;
+    static final int HELLO_OFF_MAX_DEST_RD_ATOMIC = 48;
+    /** 12 bytes 0 up to {@link #HELLO}. */
+    static final int HELLO_OFF_PADDING = 52;
 
     private Wire() {
     }

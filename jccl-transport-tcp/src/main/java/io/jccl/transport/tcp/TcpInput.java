@@ -1,0 +1,356 @@
+package io.jccl.transport.tcp;
+
+import io.jccl.verbs.Counter;
+import io.jccl.verbs.spi.CounterSet;
+import io.jccl.verbs.spi.SoftMemoryRegion;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.nio.channels.SocketChannel;
+
+/**
+ * The byte level of a QP's receive side (soft-iWARP's {@code siw_qp_rx}): a staging buffer that frame headers are
+ * read into and parsed from ({@link FrameHeaderFlyweight}), header checks common to every frame, dispatch to the
+ * responder (requests) or requester (responses), and the <em>sink</em>: where the current frame's payload goes.
+ * Payload bytes already staged are copied; the rest is read from the socket straight into registered memory (or
+ * skipped, for a refused request). Runs under the QP's lock.
+ */
+final class TcpInput {
+    static final int STAGING_BYTES = 32 * 1024;
+    /** Bytes one read round takes before it lets others (the output, other QPs) have a turn. */
+    private static final long READ_BUDGET_BYTES = 4L << 20;
+
+    // Who is told when the sink is full.
+    private static final int SINK_NONE = 0;
+    private static final int SINK_RESPONDER = 1;
+    private static final int SINK_REQUESTER = 2;
+    private static final int SINK_DISCARD = 3;
+
+    private final TcpQueuePair qp;
+    private final TcpConnection connection;
+    private final CounterSet counters;
+    private final MemorySegment stagingSegment;
+    /** Staging buffer, kept in read mode: position = next unparsed byte, limit = end of data. */
+    private final ByteBuffer staging;
+    private final FrameHeaderFlyweight header = new FrameHeaderFlyweight();
+    private final RegionViews views = new RegionViews();
+    /** The connection is closing: everything read is thrown away until the peer closes. */
+    private boolean drainAll;
+    /** Reading requests is paused until the responder's ring drains. */
+    private boolean paused;
+    private int sinkOwner = SINK_NONE;
+    private final SoftMemoryRegion[] sinkRegion;
+    private final long[] sinkOffset;
+    private final long[] sinkLength;
+    private int sinkCount;
+    private int sinkIndex;
+    private long sinkDone;
+
+    TcpInput(TcpQueuePair qp, Arena arena, int maxSges) {
+        this.qp = qp;
+        this.connection = qp.connection;
+        this.counters = qp.counters;
+        stagingSegment = arena.allocate(STAGING_BYTES, 64);
+        staging = stagingSegment.asByteBuffer();
+        staging.limit(0);
+        sinkRegion = new SoftMemoryRegion[maxSges];
+        sinkOffset = new long[maxSges];
+        sinkLength = new long[maxSges];
+    }
+
+    /** The staging buffer (read mode), for the connection's ACCEPT, which precedes every frame. */
+    ByteBuffer staging() {
+        return staging;
+    }
+
+    boolean paused() {
+        return paused;
+    }
+
+    /** Reading requests resumes (the responder's ring drained). */
+    void resume() {
+        paused = false;
+    }
+
+    // ------------------------------------------------------------------------------------------------ reading
+
+    /** Reads and handles what the socket has, up to the read budget. Returns a work count. */
+    int read() throws IOException {
+        int work = 0;
+        long bytes = 0;
+        SocketChannel channel;
+        while ((channel = connection.channel()) != null) {
+            if (drainAll) {
+                staging.clear();
+                int n = channel.read(staging);
+                staging.clear().limit(0);
+                if (n < 0) {
+                    qp.hardClose();
+                    return work + 1;
+                }
+                if (n == 0) {
+                    return work;
+                }
+                work++;
+                continue;
+            }
+            if (!connection.up()) {
+                return work;
+            }
+            if (sinkIndex < sinkCount) {
+                long n = fillSink(channel);
+                if (n < 0) {
+                    counters.increment(Counter.PORT_RCV_ERRORS); // the stream ended inside a payload
+                    qp.onLinkLost();
+                    return work + 1;
+                }
+                if (sinkIndex < sinkCount) {
+                    if (n == 0) {
+                        return work;
+                    }
+                    bytes += n;
+                    if (bytes > READ_BUDGET_BYTES) {
+                        return work + 1;
+                    }
+                    continue;
+                }
+                sinkCount = sinkIndex = 0;
+                payloadDone();
+                work++;
+                continue;
+            }
+            if (staging.remaining() >= Wire.HEADER) {
+                int type = staging.get(staging.position()) & 0xFF;
+                if (Wire.isRequest(type) && qp.responder.free() < 2) {
+                    // Our responses are backed up: stop reading requests until the peer drains them.
+                    paused = true;
+                    qp.updateInterest();
+                    return work;
+                }
+                onFrame();
+                work++;
+                continue;
+            }
+            if (bytes > READ_BUDGET_BYTES) {
+                return work + 1;
+            }
+            staging.compact();
+            int n;
+            try {
+                n = channel.read(staging);
+            } finally {
+                staging.flip();
+            }
+            if (n < 0) {
+                if (staging.hasRemaining()) {
+                    counters.increment(Counter.PORT_RCV_ERRORS); // the stream ended inside a frame header
+                }
+                qp.onLinkLost();
+                return work + 1;
+            }
+            if (n == 0) {
+                return work;
+            }
+            connection.received(System.nanoTime());
+            bytes += n;
+        }
+        return work;
+    }
+
+    /** Parses the staged header, checks what every frame must satisfy, and hands it to its role. */
+    private void onFrame() {
+        ByteBuffer b = staging;
+        int p = b.position();
+        FrameHeaderFlyweight h = header.wrap(b, p);
+        int type = h.type();
+        int flags = h.flags();
+        int syndrome = h.syndrome();
+        int timer = h.rnrTimer();
+        int psn = h.psn();
+        int length = h.length();
+        int rkey = h.rkey();
+        long va = h.va();
+        long operand1 = h.operand1();
+        long operand2 = h.operand2();
+        int imm = h.immediate();
+        int ack = h.ackWord();
+        b.position(p + Wire.HEADER);
+        counters.increment(Counter.PORT_RCV_PACKETS);
+        boolean ackValid = ack == 0
+            || (Wire.isRequest(type) && (ack & ~(Wire.ACK_PRESENT | Wire.PSN_MASK)) == 0);
+        if (!ackValid || (psn & ~Wire.PSN_MASK) != 0 || length < 0 || length > TcpContext.MAX_MESSAGE
+            || (flags & ~(Wire.FLAG_SOLICITED | Wire.FLAG_FENCE)) != 0) {
+            qp.malformed("bad header fields", false);
+            return;
+        }
+        if (ack != 0) {
+            // An ACK riding on the peer's request: handled exactly like an ACK frame just before it.
+            int ackPsn = ack & Wire.PSN_MASK;
+            if (!qp.requester.acknowledge(ackPsn, true)) {
+                qp.malformed("piggybacked ACK for PSN " + ackPsn + " that is not outstanding", true);
+                return;
+            }
+        }
+        if (Wire.isRequest(type)) {
+            qp.responder.onRequest(type, psn, length, rkey, va, operand1, operand2, imm);
+        } else if (Wire.isResponse(type)) {
+            qp.requester.onResponse(type, syndrome, timer, psn, length, operand1);
+        } else {
+            qp.malformed("unknown opcode " + Wire.typeName(type), false);
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------ the sink
+
+    /** Moves payload bytes from staging, then straight from the socket, into the sink. */
+    private long fillSink(SocketChannel channel) throws IOException {
+        long moved = 0;
+        while (sinkIndex < sinkCount) {
+            long remaining = sinkLength[sinkIndex] - sinkDone;
+            if (remaining == 0) {
+                sinkRegion[sinkIndex] = null;
+                sinkIndex++;
+                sinkDone = 0;
+                continue;
+            }
+            SoftMemoryRegion region = sinkRegion[sinkIndex];
+            int staged = staging.remaining();
+            if (staged > 0) {
+                int n = (int) Math.min(staged, remaining);
+                if (region != null) {
+                    MemorySegment.copy(stagingSegment, staging.position(), region.segment(),
+                        sinkOffset[sinkIndex] + sinkDone, n);
+                }
+                staging.position(staging.position() + n);
+                sinkDone += n;
+                moved += n;
+                continue;
+            }
+            int n;
+            if (region == null) {
+                staging.clear();
+                staging.limit((int) Math.min(staging.capacity(), remaining));
+                try {
+                    n = channel.read(staging);
+                } finally {
+                    staging.clear().limit(0);
+                }
+            } else {
+                ByteBuffer view = views.view(region, sinkOffset[sinkIndex] + sinkDone, remaining);
+                n = channel.read(view);
+            }
+            if (n < 0) {
+                return -1;
+            }
+            if (n == 0) {
+                return moved;
+            }
+            connection.received(System.nanoTime());
+            sinkDone += n;
+            moved += n;
+        }
+        return moved == 0 ? 1 : moved;
+    }
+
+    /** Starts an empty sink for the payload of the frame just parsed. */
+    void clearSink() {
+        sinkCount = sinkIndex = 0;
+        sinkDone = 0;
+    }
+
+    /** Adds {@code length} bytes at {@code offset} of {@code region} to the sink. */
+    void sink(SoftMemoryRegion region, long offset, long length) {
+        sinkRegion[sinkCount] = region;
+        sinkOffset[sinkCount] = offset;
+        sinkLength[sinkCount] = length;
+        sinkCount++;
+    }
+
+    /** Forgets a sink being built (a scatter entry failed its check): no payload is placed. */
+    void dropSink() {
+        for (int k = 0; k < sinkCount; k++) {
+            sinkRegion[k] = null;
+        }
+        sinkCount = 0;
+    }
+
+    /** The payload of the request just parsed is read and thrown away. */
+    void discardPayload(int length) {
+        sinkCount = sinkIndex = 0;
+        sinkDone = 0;
+        if (length > 0) {
+            sink(null, 0, length);
+            sinkOwner = SINK_DISCARD;
+        }
+    }
+
+    /** The sink is complete: the responder is told when it is full (at once when it is empty). */
+    void placeForResponder() {
+        sinkOwner = SINK_RESPONDER;
+        if (sinkCount == 0) {
+            payloadDone();
+        }
+    }
+
+    /** The sink is complete: the requester is told when it is full (at once when it is empty). */
+    void placeForRequester() {
+        sinkOwner = SINK_REQUESTER;
+        if (sinkCount == 0) {
+            payloadDone();
+        }
+    }
+
+    private void payloadDone() {
+        int owner = sinkOwner;
+        sinkOwner = SINK_NONE;
+        if (owner == SINK_RESPONDER) {
+            qp.responder.onPayloadPlaced();
+        } else if (owner == SINK_REQUESTER) {
+            qp.requester.onReadResponsePlaced();
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------ lifecycle
+
+    /** A new connection: nothing staged, no sink, reading. */
+    void reset() {
+        staging.clear().limit(0);
+        sinkCount = sinkIndex = 0;
+        sinkDone = 0;
+        sinkOwner = SINK_NONE;
+        drainAll = false;
+        paused = false;
+        views.clear();
+    }
+
+    /** The QP entered ERR: the payload being placed is abandoned. */
+    void abortPayload() {
+        sinkCount = sinkIndex = 0;
+        sinkOwner = SINK_NONE;
+    }
+
+    /** The connection closes gracefully: read and discard everything until the peer closes. */
+    void startDraining() {
+        drainAll = true;
+        paused = false;
+    }
+
+    /** Reads away what already arrived, so that closing does not reset the connection (best effort). */
+    void drainAvailable(SocketChannel channel) throws IOException {
+        staging.clear();
+        while (channel.read(staging) > 0) {
+            staging.clear();
+        }
+    }
+
+    /** The socket closed: drop the sink. */
+    void abandon() {
+        sinkCount = sinkIndex = 0;
+        for (int i = 0; i < sinkRegion.length; i++) {
+            sinkRegion[i] = null;
+        }
+        drainAll = false;
+    }
+}
