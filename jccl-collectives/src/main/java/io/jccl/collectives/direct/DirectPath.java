@@ -134,7 +134,7 @@ public final class DirectPath implements AutoCloseable {
      */
     public void enable(boolean allMapped) {
         this.enabled = allMapped;
-        messagePath.addPeerCheck(this::checkStatus);
+        messagePath.addPeerCheck(new StatusCheck());
     }
 
     /** Whether every rank mapped every peer: the direct algorithms may run. */
@@ -273,6 +273,14 @@ public final class DirectPath implements AutoCloseable {
         }
         if (status != 0) {
             throw messagePath.peerFailed(p, "rank " + p.rank() + " aborted its communicator");
+        }
+    }
+
+    /** {@link #checkStatus} as a named class: a method reference would be spun into a class at start-up. */
+    private final class StatusCheck implements MessagePath.PeerCheck {
+        @Override
+        public void check(Peer p) {
+            checkStatus(p);
         }
     }
 

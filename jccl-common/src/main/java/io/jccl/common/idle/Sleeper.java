@@ -10,8 +10,19 @@ import java.util.concurrent.locks.LockSupport;
 @FunctionalInterface
 public interface Sleeper {
     /** Parks the calling thread ({@link LockSupport#parkNanos(long)}). */
-    Sleeper PARK = LockSupport::parkNanos;
+    Sleeper PARK = new Park();
 
     /** Sleeps at most {@code maxNs}; may return early (spuriously, or because work arrived). */
     void sleep(long maxNs);
+
+    /** {@link #PARK}: a named class, not a method reference (a lambda would be spun into a class at start-up). */
+    final class Park implements Sleeper {
+        private Park() {
+        }
+
+        @Override
+        public void sleep(long maxNs) {
+            LockSupport.parkNanos(maxNs);
+        }
+    }
 }
