@@ -106,7 +106,8 @@ final class RankSetup {
                 worst = p;
             }
         }
-        return worst == null ? TuningParameters.messagePathDefaults("shm", LinkLayer.MEMORY) : worst;
+        // No device (one rank): nothing is sent; price a memory path so the cost table still reads sensibly.
+        return worst == null ? TuningParameters.messagePathDefaults("local", LinkLayer.MEMORY) : worst;
     }
 
     /** {@code JCCL_DEBUG=INFO}: the device per peer and why, the paths and settings, and (TUNING) the cost table. */
