@@ -49,7 +49,8 @@ final class CollectiveCall {
      * vector for reductions and broadcasts, all blocks for the gather family). Root-only buffers are checked on the
      * root only (others may pass null).
      *
-     * @throws IllegalArgumentException for a bad root, a negative count, or a buffer too small (or null)
+     * @throws IllegalArgumentException for a bad root, a negative or overflowing count, a null type, or a buffer too
+     *     small (or null)
      */
     static long checkedBytes(Collective collective, int rank, int size, MemorySegment send, MemorySegment recv,
                              long count, DataType type, int root) {
@@ -59,7 +60,15 @@ final class CollectiveCall {
         if (count < 0) {
             throw new IllegalArgumentException("count " + count + " is negative");
         }
-        long element = count * type.sizeBytes();
+        if (type == null) {
+            throw new IllegalArgumentException("data type is null");
+        }
+        // Checked before anything is sent (NCCL's ncclInvalidArgument): an overflowing size would otherwise pass
+        // the buffer checks and fail deep inside, on some ranks only.
+        long element = bytes(count, type.sizeBytes(), "count " + count + " of " + type);
+        long all = collective == Collective.ALL_GATHER || collective == Collective.REDUCE_SCATTER
+            || collective == Collective.ALL_TO_ALL || collective == Collective.GATHER || collective == Collective.SCATTER
+            ? bytes(element, size, "count " + count + " of " + type + " for each of " + size + " ranks") : element;
         boolean isRoot = rank == root;
         switch (collective) {
             case ALL_REDUCE -> {
@@ -85,36 +94,45 @@ final class CollectiveCall {
             }
             case ALL_GATHER -> {
                 checkSize(send, element, "send");
-                checkSize(recv, element * size, "recv");
-                return element * size;
+                checkSize(recv, all, "recv");
+                return all;
             }
             case REDUCE_SCATTER -> {
-                checkSize(send, element * size, "send");
+                checkSize(send, all, "send");
                 checkSize(recv, element, "recv");
-                return element * size;
+                return all;
             }
             case ALL_TO_ALL -> {
-                checkSize(send, element * size, "send");
-                checkSize(recv, element * size, "recv");
-                return element * size;
+                checkSize(send, all, "send");
+                checkSize(recv, all, "recv");
+                return all;
             }
             case GATHER -> {
                 checkRoot(root, size);
                 checkSize(send, element, "send");
                 if (isRoot) {
-                    checkSize(recv, element * size, "recv");
+                    checkSize(recv, all, "recv");
                 }
-                return element * size;
+                return all;
             }
             case SCATTER -> {
                 checkRoot(root, size);
                 if (isRoot) {
-                    checkSize(send, element * size, "send");
+                    checkSize(send, all, "send");
                 }
                 checkSize(recv, element, "recv");
-                return element * size;
+                return all;
             }
             default -> throw new IllegalArgumentException(collective + " is not checked here");
+        }
+    }
+
+    /** {@code a × b} bytes, or an error naming {@code what} when that does not fit a {@code long}. */
+    static long bytes(long a, long b, String what) {
+        try {
+            return Math.multiplyExact(a, b);
+        } catch (ArithmeticException e) {
+            throw new IllegalArgumentException(what + " overflows: more than " + Long.MAX_VALUE + " bytes");
         }
     }
 

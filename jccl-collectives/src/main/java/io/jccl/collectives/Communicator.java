@@ -63,6 +63,8 @@ public final class Communicator implements AutoCloseable {
     public static final int UNDEFINED = -1;
     /** One operation in this many is timed from its start; the rest from their first slow wait, if any. */
     static final int TIMED_EVERY = 16;
+    /** How long {@link #close()} waits for operations still in flight before it aborts them (at most the timeout). */
+    static final long CLOSE_GRACE_NS = TimeUnit.SECONDS.toNanos(10);
 
     static {
         loadSegmentKinds();
@@ -114,7 +116,8 @@ public final class Communicator implements AutoCloseable {
         this.options = options;
         this.recorder = new FlightRecorder(options.flightRecorderCapacity());
         this.filter = AlgorithmFilter.parse(options.algorithms());
-        this.order = new OperationOrder("jccl-comm-" + options.name() + "-r" + rank);
+        this.order = new OperationOrder("'" + options.name() + "' rank " + rank, "jccl-comm-" + options.name() + "-r"
+            + rank);
         this.failures = new Failures(rank, options.name(), store, recorder);
         this.waits = new WaitPolicy(new WaitOwner());
     }
@@ -696,15 +699,28 @@ public final class Communicator implements AutoCloseable {
     }
 
     /**
-     * Releases queue pairs, memory and (for {@link #fromEnvironment()}) the store. Waits for queued operations;
-     * call {@link #abort()} first to give up on them.
+     * Releases queue pairs, memory and (for {@link #fromEnvironment()}) the store. Waits for operations still in
+     * flight (another thread's, or queued asynchronous ones) at most 10 seconds (or the timeout, if shorter), then
+     * aborts them and releases everything once they have failed: close never waits out an operation's deadline.
+     * Call {@link #abort()} first to give up on them at once.
      */
     @Override
     public void close() {
         if (closed) {
             return;
         }
-        order.awaitTurn(order.take());
+        long ticket = order.takeAfterAll();
+        long graceNs = Math.min(options.timeoutNs(), CLOSE_GRACE_NS);
+        if (!order.awaitTurn(ticket, graceNs)) {
+            // An operation (another thread's, or queued ones) is still running or stuck: close is bounded, so it
+            // aborts them (they fail at their next wait) and takes the turn once they have given up.
+            failures.abort("close() was called while operations were still running after "
+                + TimeUnit.NANOSECONDS.toMillis(graceNs) + " ms");
+            if (!order.awaitTurn(ticket, CLOSE_GRACE_NS)) {
+                log.warn(rank, Log.Subsys.INIT, "close: an operation did not end after abort; releasing resources "
+                    + "under it");
+            }
+        }
         if (directBarrier != null && !failures.anyFailure() && !failures.aborted()) {
             // Peers may still be reading this rank's staging buffer (the last direct op's gather phase): meet
             // them once more before the memory goes away. Short deadline: a peer that never closes costs 5 s.

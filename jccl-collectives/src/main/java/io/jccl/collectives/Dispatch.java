@@ -139,6 +139,7 @@ final class Dispatch {
             return;
         }
         MemorySegment work = recv.isNative() ? recv : bounce.get(0, bytes);
+        agreeOnSignature(sig);
         if (rank == root && !Blocks.same(send, work)) {
             MemorySegment.copy(send, 0, work, 0, bytes);
         }
@@ -166,6 +167,7 @@ final class Dispatch {
             return;
         }
         MemorySegment work = rank == root && recv.isNative() ? recv : bounce.get(0, bytes);
+        agreeOnSignature(sig);
         if (!Blocks.same(send, work)) {
             MemorySegment.copy(send, 0, work, 0, bytes);
         }
@@ -249,6 +251,7 @@ final class Dispatch {
             in = bounce.get(1, block);
             MemorySegment.copy(send, 0, in, 0, block);
         }
+        agreeOnSignature(sig);
         LinearGather.run(exchange, sig, in, recv, block, root);
     }
 
@@ -261,7 +264,21 @@ final class Dispatch {
             return;
         }
         MemorySegment in = rank == root ? bounce.nativeOf(send, block * size, 1, true) : MemorySegment.NULL;
+        agreeOnSignature(sig);
         LinearScatter.run(exchange, sig, in, recv, block, root);
+    }
+
+    /**
+     * The signature round of a rooted collective on the message path (broadcast, reduce, gather, scatter): a
+     * dissemination barrier whose zero-byte messages carry the operation's signature. In those algorithms some
+     * ranks only send (the root of a broadcast, the leaves of a reduce) and so never check a peer's signature: ranks
+     * that disagree on the root, count or type could return with divergent data and no error. After this round every
+     * rank has heard, directly or through a rank that checked, from every other: a disagreement fails the operation
+     * on every rank before any data moves. Cost: ceil(log2 n) small-message latencies (the direct path compares
+     * every rank's signature in its first flag barrier already).
+     */
+    private void agreeOnSignature(Signature sig) {
+        DisseminationBarrier.run(exchange, sig);
     }
 
     /** A barrier: over the direct path when it is on (what most collectives then use), else dissemination. */

@@ -50,7 +50,12 @@ final class PointToPoint {
         if (op.peer() < 0 || op.peer() >= size || op.peer() == rank) {
             throw new IllegalArgumentException("peer " + op.peer() + " is not another rank of 0.." + (size - 1));
         }
-        CollectiveCall.checkSize(op.buf(), op.bytes(), op.send() ? "send" : "recv");
+        if (op.count() < 0 || op.type() == null) {
+            throw new IllegalArgumentException(op.type() == null ? "data type is null"
+                : "count " + op.count() + " is negative");
+        }
+        CollectiveCall.checkSize(op.buf(), CollectiveCall.bytes(op.count(), op.type().sizeBytes(), "count "
+            + op.count() + " of " + op.type()), op.send() ? "send" : "recv");
         if (group != null) {
             group.add(op);
             return true;
