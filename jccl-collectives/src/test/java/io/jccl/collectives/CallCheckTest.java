@@ -50,6 +50,13 @@ class CallCheckTest {
                     () -> c.broadcastAsync(full, full, N, f32, c.size()));
                 sameRejection(() -> c.allReduce(full, full, -1, f32, ReduceOp.SUM),
                     () -> c.allReduceAsync(full, full, -1, f32, ReduceOp.SUM));
+                // count × element size (and × ranks) overflowing a long: refused, not wrapped around
+                long huge = (1L << 62) + 2;
+                sameRejection(() -> c.allReduce(full, full, huge, f32, ReduceOp.SUM),
+                    () -> c.allReduceAsync(full, full, huge, f32, ReduceOp.SUM));
+                long half = Long.MAX_VALUE / 2 + 1;
+                sameRejection(() -> c.allGather(full, full, half, DataType.INT8),
+                    () -> c.allGatherAsync(full, full, half, DataType.INT8));
                 // Nothing was issued: the communicator works, and every rank agrees on what runs next.
                 assertFalse(c.isFailed());
                 full.fill((byte) 0);
