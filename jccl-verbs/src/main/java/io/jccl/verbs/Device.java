@@ -22,4 +22,13 @@ public interface Device {
 
     /** Opens the device. */
     Context open();
+
+    /**
+     * Opens the device for queue pairs that will only connect to peers within {@code peers}: a network device may
+     * then listen where only such peers reach it (tcp0 binds loopback for {@link Reach#HOST} unless an address or
+     * interface is configured). By default the same as {@link #open()}.
+     */
+    default Context open(Reach peers) {
+        return open();
+    }
 }

@@ -1,5 +1,6 @@
 package io.jccl.transport.tcp;
 
+import io.jccl.common.SecureIds;
 import io.jccl.verbs.Counter;
 import io.jccl.verbs.QueuePairState;
 import io.jccl.verbs.RnrTimer;
@@ -12,19 +13,29 @@ import java.nio.channels.CancelledKeyException;
 import java.nio.channels.ClosedChannelException;
 import java.nio.channels.SelectionKey;
 import java.nio.channels.SocketChannel;
+import java.util.Arrays;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * The connection of one tcp QP, kept apart from the data path as soft-iWARP keeps {@code siw_cm.c} apart: which side
  * connects (the QP with the larger (QPN, secret), decided by both without talking), connecting and retrying with
- * backoff until the QP's deadline, the HELLO/ACCEPT handshake, a peer's connection that arrives before this QP
- * reached RTR (parked until it does), and the connection's life after that (up, closing gracefully, closed), with
- * its traffic timestamps. Runs under the QP's lock; the listener side of the handshake is {@link TcpContext}'s.
+ * backoff until the QP's deadline, the handshake (version 3: HELLO, CHALLENGE, PROOF under the pair key, see
+ * {@link HelloFlyweight}), peers' connections that arrive before this QP reached RTR (parked, a few at most, never
+ * displaced) and the connection's life after that (up, closing gracefully, closed), with its traffic timestamps.
+ * Runs under the QP's lock; the listener's first checks of a HELLO are {@link TcpContext}'s.
+ *
+ * <p>Acceptor: a HELLO that passed the listener is a <em>candidate</em>. Before RTR it is parked unread (the pair
+ * key needs the peer's endpoint record). At RTR each candidate's HELLO MAC is checked (a wrong one, a peer other
+ * than the configured one or a HELLO nonce seen before: closed and counted), then it gets a CHALLENGE; the first
+ * to return a valid PROOF becomes the connection and the others are closed. Until then nothing read from a
+ * candidate reaches the QP: its bytes go into its own 96-byte buffer. Connector: HELLO, then the CHALLENGE must
+ * carry the acceptor's MAC over our fresh nonce (else counted, closed, retried), then PROOF and frames.
  */
 final class TcpConnection {
     static final int IDLE = 0;
     static final int RETRY_WAIT = 1;
     static final int CONNECTING = 2;
+    /** Connector: HELLO sent, waiting for the CHALLENGE. */
     static final int HANDSHAKE = 3;
     static final int WAIT_PEER = 4;
     static final int UP = 5;
@@ -39,9 +50,19 @@ final class TcpConnection {
     private static final long PARK_TIMEOUT_NS = 30_000_000_000L;
     /** How long a closing connection drains input before it is closed hard. */
     private static final long CLOSE_LINGER_NS = 2_000_000_000L;
+    /** Incoming connections one QP holds at once (parked or challenged); more are closed and counted. */
+    static final int MAX_CANDIDATES = 4;
+    /** HELLO nonces this QP verified, kept so that a replayed HELLO is refused before it gets a challenge. */
+    private static final int SEEN_NONCES = 16;
 
     private final TcpQueuePair qp;
     private final HelloFlyweight hello = new HelloFlyweight();
+    /** Keyed with the pair key from RTR until the connection is up (or fails); created at the first RTR. */
+    private HmacSha256 mac;
+    private boolean keyed;
+    /** The connector's nonce of the current attempt. */
+    private long nonceHigh;
+    private long nonceLow;
     private volatile int state = IDLE;
     private SocketChannel channel;
     private SelectionKey key;
@@ -54,13 +75,12 @@ final class TcpConnection {
     private long closeDeadlineNs;
     private long lastRxNs;
     private long lastTxNs;
-    /** An incoming connection that arrived before this QP reached RTR. */
-    private SocketChannel parked;
-    private int parkedQpn;
-    private long parkedHigh;
-    private long parkedLow;
-    private int parkedMaxDest;
-    private long parkedDeadlineNs;
+    /** Incoming connections, oldest first: parked (before RTR) or challenged (at RTR). */
+    private final Candidate[] candidates = new Candidate[MAX_CANDIDATES];
+    private int candidateCount;
+    /** Ring of verified HELLO nonces (high, low), created on first use. */
+    private long[] seenNonces;
+    private int seenNext;
 
     TcpConnection(TcpQueuePair qp) {
         this.qp = qp;
@@ -88,7 +108,7 @@ final class TcpConnection {
         return key;
     }
 
-    /** The peer's max_dest_rd_atomic from its HELLO or ACCEPT (at least 1). */
+    /** The peer's max_dest_rd_atomic from its HELLO or CHALLENGE (at least 1). */
     int peerMaxDestRdAtomic() {
         return peerMaxDestRdAtomic;
     }
@@ -110,7 +130,10 @@ final class TcpConnection {
 
     // ================================================================================================ establishment
 
-    /** INIT→RTR: elect the connecting side, then connect or wait for the peer (with a parked connection, take it). */
+    /**
+     * INIT→RTR: elect the connecting side, derive the pair key, then connect, or wait for the peer and challenge
+     * the connections parked so far.
+     */
     void start() {
         peer = EndpointAddress.parse(qp.remoteEndpoint().address());
         int cmp = Integer.compare(qp.queuePairNumber(), qp.destQpNumber());
@@ -119,24 +142,50 @@ final class TcpConnection {
         }
         // Exactly one side connects: the one with the larger (QPN, secret). No extra round trip to agree.
         connector = cmp > 0;
+        deriveKey();
         connectStartNs = System.nanoTime();
         backoffNs = FIRST_BACKOFF_NS;
         if (connector) {
+            // Nobody may connect to the connecting side: whatever was parked is not our peer.
+            dropCandidates(true);
             connectNow();
         } else {
             state = WAIT_PEER;
-            if (parked != null) {
-                SocketChannel candidate = parked;
-                parked = null;
-                acceptIncoming(candidate, parkedQpn, parkedHigh, parkedLow, parkedMaxDest);
-            }
+            challengeParked();
         }
         qp.engine.schedule(connectDeadlineNs());
+    }
+
+    /** The pair key from both endpoint records, connector first; keys {@link #mac}. */
+    private void deriveKey() {
+        if (mac == null) {
+            mac = new HmacSha256();
+        }
+        byte[] k = new byte[HmacSha256.MAC_BYTES];
+        if (connector) {
+            HelloFlyweight.pairKey(mac, qp.queuePairNumber(), qp.secretHigh, qp.secretLow, qp.destQpNumber(),
+                peer.secretHigh(), peer.secretLow(), k);
+        } else {
+            HelloFlyweight.pairKey(mac, qp.destQpNumber(), peer.secretHigh(), peer.secretLow(),
+                qp.queuePairNumber(), qp.secretHigh, qp.secretLow, k);
+        }
+        Arrays.fill(k, (byte) 0);
+        keyed = true;
+    }
+
+    /** No more handshakes until the next RTR: the key is dropped. */
+    private void forgetKey() {
+        if (keyed) {
+            mac.clear();
+            keyed = false;
+        }
     }
 
     /** Back to RESET: no connection until the next INIT→RTR. */
     void reset() {
         state = IDLE;
+        dropChallenged();
+        forgetKey();
     }
 
     private long connectDeadlineNs() {
@@ -175,7 +224,7 @@ final class TcpConnection {
                 qp.ioRound();
             }
         } catch (CancelledKeyException e) {
-            // The channel's old key (from the listener's handshake) is deregistered at the next select.
+            // A cancelled key of this channel is deregistered at the selector's next select.
             qp.engine.execute(() -> register(ch, ops));
         } catch (ClosedChannelException e) {
             qp.onLinkLost();
@@ -203,12 +252,19 @@ final class TcpConnection {
     private void connectFailed() {
         qp.counters.increment(Counter.LOCAL_ACK_TIMEOUT_ERR);
         closeChannel();
+        dropCandidates(false);
+        forgetKey();
         state = CLOSED;
         qp.failQueuePair(WorkCompletionStatus.RETRY_EXC_ERR);
     }
 
-    /** A connection that passed the listener's HELLO checks arrives for this QP (engine thread). */
-    void offerIncoming(SocketChannel ch, int srcQpn, long srcHigh, long srcLow, int peerMaxDest) {
+    // ================================================================================================ acceptor
+
+    /**
+     * A connection whose HELLO (in {@code message}, 96 bytes) passed the listener's checks arrives for this QP
+     * (engine thread). Before RTR it is parked, at RTR checked and challenged; never does it displace another.
+     */
+    void offerIncoming(SocketChannel ch, ByteBuffer message) {
         ReentrantLock lock = qp.lock();
         lock.lock();
         try {
@@ -217,65 +273,274 @@ final class TcpConnection {
                 return;
             }
             QueuePairState s = qp.state();
-            if (s == QueuePairState.RESET || s == QueuePairState.INIT) {
-                // The peer reached RTR first: keep the connection until we get there.
-                TcpContext.closeQuietly(parked);
-                parked = ch;
-                parkedQpn = srcQpn;
-                parkedHigh = srcHigh;
-                parkedLow = srcLow;
-                parkedMaxDest = peerMaxDest;
-                parkedDeadlineNs = System.nanoTime() + PARK_TIMEOUT_NS;
-                qp.engine.schedule(parkedDeadlineNs);
+            boolean early = s == QueuePairState.RESET || s == QueuePairState.INIT;
+            if (!early && (state != WAIT_PEER || connector)) {
+                refuse(ch); // connected already, failed, or we are the side that connects
                 return;
             }
-            if (state != WAIT_PEER || connector) {
-                qp.counters.increment(Counter.PORT_RCV_ERRORS);
-                TcpContext.closeQuietly(ch);
+            Candidate c = new Candidate(ch, message);
+            if (!early && !helloAuthentic(c)) {
+                refuse(ch);
                 return;
             }
-            acceptIncoming(ch, srcQpn, srcHigh, srcLow, peerMaxDest);
+            if (candidateCount == MAX_CANDIDATES || !qp.tcp.takeCandidateSlot()) {
+                refuse(ch); // excess: dropped, not queued, and nobody is displaced
+                return;
+            }
+            candidates[candidateCount++] = c;
+            if (early) {
+                // The peer reached RTR first (or someone who knows our QP number): keep it, unread, until ours.
+                c.deadlineNs = System.nanoTime() + PARK_TIMEOUT_NS;
+                qp.engine.schedule(c.deadlineNs);
+            } else {
+                challenge(c);
+            }
         } finally {
             lock.unlock();
         }
     }
 
-    private void acceptIncoming(SocketChannel ch, int srcQpn, long srcHigh, long srcLow, int peerMaxDest) {
-        if ((srcQpn ^ qp.destQpNumber() | (srcHigh ^ peer.secretHigh()) | (srcLow ^ peer.secretLow())) != 0) {
-            // Knows our secret but is not the QP we were connected to.
-            qp.counters.increment(Counter.PORT_RCV_ERRORS);
-            TcpContext.closeQuietly(ch);
+    private void refuse(SocketChannel ch) {
+        qp.counters.increment(Counter.PORT_RCV_ERRORS);
+        TcpContext.closeQuietly(ch);
+    }
+
+    /** At RTR: each parked connection, oldest first, is checked and challenged. */
+    private void challengeParked() {
+        for (int i = 0; i < candidateCount; ) {
+            Candidate c = candidates[i];
+            if (c.challenged) {
+                i++;
+            } else if (!helloAuthentic(c)) {
+                removeCandidate(c, true);
+            } else {
+                int before = candidateCount;
+                challenge(c);
+                if (candidateCount == before) {
+                    i++;
+                }
+            }
+        }
+    }
+
+    /**
+     * Whether a candidate's HELLO comes from the configured peer with the pair key: source QPN, MAC in constant
+     * time, and a nonce this QP has not verified before (a replay is refused here, before it gets a challenge).
+     */
+    private boolean helloAuthentic(Candidate c) {
+        HelloFlyweight h = hello.wrap(c.buffer, 0);
+        if (h.sourceQpn() != qp.destQpNumber() || !h.macMatches(mac, 0, 0, 0, 0)) {
+            return false;
+        }
+        if (seenNonces == null) {
+            seenNonces = new long[2 * SEEN_NONCES];
+        }
+        for (int i = 0; i < seenNonces.length; i += 2) {
+            if (seenNonces[i] == c.nonceHigh && seenNonces[i + 1] == c.nonceLow) {
+                return false;
+            }
+        }
+        seenNonces[2 * seenNext] = c.nonceHigh;
+        seenNonces[2 * seenNext + 1] = c.nonceLow;
+        seenNext = (seenNext + 1) % SEEN_NONCES;
+        return true;
+    }
+
+    /** Sends a candidate our CHALLENGE (fresh nonce, MAC over the connector's nonce) and waits for its PROOF. */
+    private void challenge(Candidate c) {
+        c.acceptorNonceHigh = SecureIds.nonce();
+        c.acceptorNonceLow = SecureIds.nonce();
+        ByteBuffer b = c.buffer;
+        hello.wrap(b, 0).write(Wire.KIND_CHALLENGE, qp.destQpNumber(), qp.queuePairNumber(), c.acceptorNonceHigh,
+            c.acceptorNonceLow, advertisedMaxDest()).sign(mac, c.nonceHigh, c.nonceLow, 0, 0);
+        b.clear();
+        try {
+            c.channel.write(b);
+        } catch (IOException e) {
+            removeCandidate(c, false); // gone (a connector that gave up on this attempt)
             return;
         }
-        channel = ch;
-        peerMaxDestRdAtomic = Math.max(1, peerMaxDest);
-        ByteBuffer out = qp.output.frameBuffer();
-        out.clear();
-        writeHello(out, Wire.KIND_ACCEPT);
-        qp.output.markPending();
-        connectionUp();
+        if (b.hasRemaining()) {
+            removeCandidate(c, true); // a fresh socket takes 96 bytes; anything else is not a peer
+            return;
+        }
+        b.clear(); // now receives the PROOF, and nothing after it
+        c.challenged = true;
+        c.deadlineNs = System.nanoTime() + TcpContext.HANDSHAKE_TIMEOUT_NS;
+        qp.engine.schedule(c.deadlineNs);
+        registerCandidate(c);
+    }
+
+    /** Registers a challenged candidate for its PROOF (lock held). */
+    private void registerCandidate(Candidate c) {
+        if (!holds(c)) {
+            return;
+        }
         try {
-            key = ch.register(qp.engine.selector, SelectionKey.OP_READ | SelectionKey.OP_WRITE, qp);
+            c.key = c.channel.register(qp.engine.selector, SelectionKey.OP_READ, c);
             if (Thread.currentThread() != qp.engine.thread) {
                 qp.engine.wakeupIfSleeping();
             }
-            qp.ioRound();
         } catch (CancelledKeyException e) {
-            qp.engine.execute(() -> register(ch, SelectionKey.OP_READ | SelectionKey.OP_WRITE));
+            // Its key from the listener (same selector) is deregistered at the next select: register after it.
+            qp.engine.execute(() -> {
+                ReentrantLock lock = qp.lock();
+                lock.lock();
+                try {
+                    registerCandidate(c);
+                } finally {
+                    lock.unlock();
+                }
+            });
         } catch (IOException e) {
-            qp.onLinkLost();
+            removeCandidate(c, false);
         }
     }
 
-    /** Writes our HELLO or ACCEPT at the start of {@code b} and limits {@code b} to it. */
-    private void writeHello(ByteBuffer b, int kind) {
-        hello.wrap(b, 0).write(kind, qp.destQpNumber(), qp.queuePairNumber(), peer.secretHigh(), peer.secretLow(),
-            qp.secretHigh, qp.secretLow, Math.max(1, qp.maxDestRdAtomic()));
-        b.position(0).limit(Wire.HELLO);
+    /** A challenged candidate's bytes arrived: once its whole PROOF is here, accept it or close it. */
+    private void readProof(Candidate c, SelectionKey selected) {
+        ReentrantLock lock = qp.lock();
+        lock.lock();
+        try {
+            if (!holds(c) || !c.challenged) {
+                selected.cancel();
+                return;
+            }
+            int n;
+            try {
+                n = c.channel.read(c.buffer);
+            } catch (IOException e) {
+                n = -1;
+            }
+            if (n < 0) {
+                removeCandidate(c, true); // closed without a PROOF, or inside it
+                return;
+            }
+            if (c.buffer.hasRemaining()) {
+                return;
+            }
+            HelloFlyweight h = hello.wrap(c.buffer, 0);
+            if (state != WAIT_PEER || connector || !h.wellFormed(Wire.KIND_PROOF)
+                || h.destinationQpn() != qp.queuePairNumber() || h.sourceQpn() != qp.destQpNumber()
+                || !h.macMatches(mac, c.nonceHigh, c.nonceLow, c.acceptorNonceHigh, c.acceptorNonceLow)) {
+                removeCandidate(c, true);
+                return;
+            }
+            // The peer proved the pair key over our fresh nonce: this is the connection, the others go.
+            detachCandidate(c);
+            channel = c.channel;
+            key = c.key;
+            key.attach(qp);
+            peerMaxDestRdAtomic = Math.max(1, c.peerMaxDest);
+            connectionUp();
+            qp.ioRoundOrFail();
+        } finally {
+            lock.unlock();
+        }
     }
+
+    /** max_dest_rd_atomic as sent in a handshake (at least 1). */
+    private int advertisedMaxDest() {
+        return Math.min(Wire.HS_MAX_DEST_RD_ATOMIC, Math.max(1, qp.maxDestRdAtomic()));
+    }
+
+    private boolean holds(Candidate c) {
+        for (int i = 0; i < candidateCount; i++) {
+            if (candidates[i] == c) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Takes {@code c} out of the candidates (its slot is free again), leaving its socket open. */
+    private void detachCandidate(Candidate c) {
+        for (int i = 0; i < candidateCount; i++) {
+            if (candidates[i] == c) {
+                System.arraycopy(candidates, i + 1, candidates, i, candidateCount - i - 1);
+                candidates[--candidateCount] = null;
+                qp.tcp.releaseCandidateSlot();
+                return;
+            }
+        }
+    }
+
+    /** Closes a candidate; {@code bad}: it failed a check or a deadline (port_rcv_errors). */
+    private void removeCandidate(Candidate c, boolean bad) {
+        if (!holds(c)) {
+            return;
+        }
+        detachCandidate(c);
+        if (c.key != null) {
+            c.key.cancel();
+        }
+        TcpContext.closeQuietly(c.channel);
+        if (bad) {
+            qp.counters.increment(Counter.PORT_RCV_ERRORS);
+        }
+    }
+
+    private void dropCandidates(boolean bad) {
+        while (candidateCount > 0) {
+            removeCandidate(candidates[candidateCount - 1], bad);
+        }
+    }
+
+    /** Closes the challenged candidates (their challenge was made under a key that is going away). */
+    private void dropChallenged() {
+        for (int i = candidateCount - 1; i >= 0; i--) {
+            if (candidates[i].challenged) {
+                removeCandidate(candidates[i], false);
+            }
+        }
+    }
+
+    /** Incoming connections held now (tests, diagnostics). */
+    int candidates() {
+        ReentrantLock lock = qp.lock();
+        lock.lock();
+        try {
+            return candidateCount;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** An incoming connection of this QP that has not authenticated yet. */
+    private final class Candidate implements TcpEngine.Handler {
+        final SocketChannel channel;
+        /** Its HELLO; then our CHALLENGE; then its PROOF: never more than 96 bytes of it are read. */
+        final ByteBuffer buffer;
+        final long nonceHigh;
+        final long nonceLow;
+        final int peerMaxDest;
+        long acceptorNonceHigh;
+        long acceptorNonceLow;
+        boolean challenged;
+        long deadlineNs;
+        SelectionKey key;
+
+        Candidate(SocketChannel channel, ByteBuffer message) {
+            this.channel = channel;
+            this.buffer = message;
+            HelloFlyweight h = new HelloFlyweight().wrap(message, 0);
+            this.nonceHigh = h.nonceHigh();
+            this.nonceLow = h.nonceLow();
+            this.peerMaxDest = h.maxDestRdAtomic();
+        }
+
+        @Override
+        public void onSelected(SelectionKey selected) {
+            readProof(this, selected);
+        }
+    }
+
+    // ================================================================================================ both
 
     private void connectionUp() {
         state = UP;
+        dropCandidates(false);
+        forgetKey();
         SocketChannel ch = channel;
         int lowat = qp.tcp.notSentLowatBytes;
         if (lowat > 0 && ch != null) {
@@ -293,7 +558,7 @@ final class TcpConnection {
         lastTxNs = now;
     }
 
-    /** The connector's socket became connectable: send the HELLO. */
+    /** The connector's socket became connectable: send the HELLO with a fresh nonce. */
     void finishConnect() throws IOException {
         try {
             if (!channel.finishConnect()) {
@@ -304,10 +569,14 @@ final class TcpConnection {
             return;
         }
         state = HANDSHAKE;
+        nonceHigh = SecureIds.nonce();
+        nonceLow = SecureIds.nonce();
         ByteBuffer out = qp.output.frameBuffer();
         out.clear();
-        writeHello(out, Wire.KIND_HELLO);
-        // A fresh socket's send buffer always takes 64 bytes; anything else is a dead connection.
+        hello.wrap(out, 0).write(Wire.KIND_HELLO, qp.destQpNumber(), qp.queuePairNumber(), nonceHigh, nonceLow,
+            advertisedMaxDest()).sign(mac, 0, 0, 0, 0);
+        out.position(0).limit(Wire.HANDSHAKE);
+        // A fresh socket's send buffer always takes 96 bytes; anything else is a dead connection.
         channel.write(out);
         if (out.hasRemaining()) {
             retryLater();
@@ -317,8 +586,12 @@ final class TcpConnection {
         key.interestOps(SelectionKey.OP_READ);
     }
 
-    /** The connector reads the peer's ACCEPT; bytes after it stay in the input's staging buffer as frames. */
-    void readAccept() throws IOException {
+    /**
+     * The connector reads the acceptor's CHALLENGE: its MAC over our nonce proves it holds the pair key. Then our
+     * PROOF goes out ahead of any frame and the connection is up; bytes after the CHALLENGE stay in the input's
+     * staging buffer as frames. A wrong acceptor is counted and the attempt retried until the deadline.
+     */
+    void readChallenge() throws IOException {
         ByteBuffer in = qp.input.staging();
         in.compact();
         int n;
@@ -330,47 +603,53 @@ final class TcpConnection {
             in.flip();
         }
         if (n < 0) {
-            // Refused after connecting (the peer QP is not there yet or is gone): try again until the deadline.
+            // Refused after connecting (the peer QP is not there yet, is gone, or had no room): try again.
             in.clear().limit(0);
             retryLater();
             return;
         }
-        if (in.remaining() < Wire.HELLO) {
+        if (in.remaining() < Wire.HANDSHAKE) {
             return;
         }
         int p = in.position();
         HelloFlyweight h = hello.wrap(in, p);
-        boolean ok = h.is(Wire.KIND_ACCEPT) && h.destinationQpn() == qp.queuePairNumber()
-            && h.sourceQpn() == qp.destQpNumber()
-            && h.destinationSecretHigh() == qp.secretHigh && h.destinationSecretLow() == qp.secretLow
-            && h.sourceSecretHigh() == peer.secretHigh() && h.sourceSecretLow() == peer.secretLow();
-        if (!ok) {
+        if (!h.wellFormed(Wire.KIND_CHALLENGE) || h.destinationQpn() != qp.queuePairNumber()
+            || h.sourceQpn() != qp.destQpNumber() || !h.macMatches(mac, nonceHigh, nonceLow, 0, 0)) {
             qp.counters.increment(Counter.PORT_RCV_ERRORS);
             in.clear().limit(0);
             retryLater();
             return;
         }
+        long acceptorHigh = h.nonceHigh();
+        long acceptorLow = h.nonceLow();
         peerMaxDestRdAtomic = Math.max(1, h.maxDestRdAtomic());
-        in.position(p + Wire.HELLO);
+        in.position(p + Wire.HANDSHAKE);
+        ByteBuffer out = qp.output.frameBuffer();
+        out.clear();
+        hello.wrap(out, 0).write(Wire.KIND_PROOF, qp.destQpNumber(), qp.queuePairNumber(), 0, 0, 0)
+            .sign(mac, nonceHigh, nonceLow, acceptorHigh, acceptorLow);
+        out.position(0).limit(Wire.HANDSHAKE);
+        qp.output.markPending();
         connectionUp();
-        key.interestOps(SelectionKey.OP_READ);
+        key.interestOps(SelectionKey.OP_READ | SelectionKey.OP_WRITE);
         qp.ioRound();
     }
 
     // ================================================================================================ timers, close
 
     /**
-     * The connection's timers: a parked connection's deadline, the next connection attempt, the establishment
-     * deadline, the close linger. Returns when to look again (Long.MAX_VALUE: nothing pending here).
+     * The connection's timers: parked and challenged connections' deadlines, the next connection attempt, the
+     * establishment deadline, the close linger. Returns when to look again (Long.MAX_VALUE: nothing pending here).
      */
     long onTimer(long nowNs) {
         long next = Long.MAX_VALUE;
-        if (parked != null) {
-            if (nowNs - parkedDeadlineNs >= 0) {
-                TcpContext.closeQuietly(parked);
-                parked = null;
+        for (int i = candidateCount - 1; i >= 0; i--) {
+            Candidate c = candidates[i];
+            if (nowNs - c.deadlineNs >= 0) {
+                // A parked one expired (not an error), or a challenged one never proved itself (counted).
+                removeCandidate(c, c.challenged);
             } else {
-                next = parkedDeadlineNs;
+                next = Math.min(next, c.deadlineNs);
             }
         }
         switch (state) {
@@ -417,15 +696,16 @@ final class TcpConnection {
     /** Closes the socket at once; the connection is closed unless it never started. */
     void close() {
         closeChannel();
+        dropChallenged();
         if (state != IDLE) {
             state = CLOSED;
         }
     }
 
-    /** Closes a connection parked for this QP (the QP is being destroyed). */
-    void closeParked() {
-        TcpContext.closeQuietly(parked);
-        parked = null;
+    /** Closes every incoming connection held for this QP (the QP is being destroyed). */
+    void closeCandidates() {
+        dropCandidates(false);
+        forgetKey();
     }
 
     private void closeChannel() {

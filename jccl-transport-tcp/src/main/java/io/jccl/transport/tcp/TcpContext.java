@@ -29,14 +29,27 @@ import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * A tcp context: one listening socket (which authenticates incoming connections and routes them to their queue
- * pair by destination QP number), {@code JCCL_TCP_THREADS} progress threads, and the device attributes.
+ * A tcp context: one listening socket (which reads an incoming connection's HELLO, checks its fields and routes it
+ * to its queue pair by destination QP number, where the challenge-response authenticates it), {@code
+ * JCCL_TCP_THREADS} progress threads, and the device attributes.
+ *
+ * <p>Bounded against floods: at most {@link #MAX_PENDING} accepted connections wait for their HELLO (each at most
+ * 5 s; beyond the bound the oldest is closed, since a peer sends its HELLO right after connecting and a HELLO that
+ * is already there is read at accept), and at most {@link #MAX_CANDIDATES} connections wait at queue pairs for
+ * their authentication ({@link TcpConnection#MAX_CANDIDATES} per queue pair).
  */
 final class TcpContext extends AbstractContext implements TcpEngine.Handler {
     /** Largest message: fits the 32-bit length field with room to spare, and one ByteBuffer window. */
     static final long MAX_MESSAGE = 1L << 30;
     static final int MAX_INLINE = 2048;
+    /** How long an accepted connection may take to send its HELLO, and a challenged one its PROOF. */
     static final long HANDSHAKE_TIMEOUT_NS = 5_000_000_000L;
+    /** Accepted connections waiting for their HELLO, per context. */
+    static final int MAX_PENDING = 256;
+    /** Connections accepted per selection round; the listener stays ready for the next round if there are more. */
+    private static final int ACCEPT_BATCH = 32;
+    /** Connections parked or challenged at this context's queue pairs, all together. */
+    static final int MAX_CANDIDATES = 256;
 
     final TcpSettings settings;
     final InetSocketAddress advertised;
@@ -47,8 +60,12 @@ final class TcpContext extends AbstractContext implements TcpEngine.Handler {
     private final TcpEngine[] engines;
     private final AtomicInteger nextEngine = new AtomicInteger();
     private final DeviceAttributes attributes;
-    /** Connections whose HELLO has not fully arrived; touched only by engine 0's thread. */
+    /** Connections whose HELLO has not fully arrived, oldest first; touched only by engine 0's thread. */
     private final List<PendingConnection> pending = new ArrayList<>();
+    /** {@code pending.size()} for other threads (tests, diagnostics). */
+    private volatile int pendingCount;
+    /** Connections held by queue pairs before they authenticated (parked or challenged). */
+    private final AtomicInteger candidateSlots = new AtomicInteger();
     /** Parses the HELLOs of {@link #pending} connections (engine 0's thread only). */
     private final HelloFlyweight helloView = new HelloFlyweight();
 
@@ -162,7 +179,9 @@ final class TcpContext extends AbstractContext implements TcpEngine.Handler {
 
     @Override
     public void onSelected(SelectionKey key) {
-        while (true) {
+        // A bounded batch per round: a closed connection's descriptor is released only when the next select
+        // deregisters its key, so a flood of accepts in one go would hold more than MAX_PENDING of them.
+        for (int accepted = 0; accepted < ACCEPT_BATCH; accepted++) {
             SocketChannel channel;
             try {
                 channel = listener.accept();
@@ -176,8 +195,17 @@ final class TcpContext extends AbstractContext implements TcpEngine.Handler {
                 configure(channel);
                 PendingConnection connection = new PendingConnection(channel, System.nanoTime()
                     + HANDSHAKE_TIMEOUT_NS);
+                if (connection.readHello()) {
+                    continue; // the HELLO was there already: routed or refused
+                }
+                if (pending.size() >= MAX_PENDING) {
+                    // The oldest has had the longest to say HELLO; a peer says it right after connecting.
+                    counterSet().increment(Counter.PORT_RCV_ERRORS);
+                    pending.getFirst().drop();
+                }
                 connection.key = channel.register(key.selector(), SelectionKey.OP_READ, connection);
                 pending.add(connection);
+                pendingCount = pending.size();
                 engines[0].schedule(connection.deadlineNs);
             } catch (IOException e) {
                 closeQuietly(channel);
@@ -199,11 +227,39 @@ final class TcpContext extends AbstractContext implements TcpEngine.Handler {
         }
     }
 
-    /** An accepted connection waiting for its 64-byte HELLO. */
+    /** Accepted connections waiting for their HELLO (tests, diagnostics). */
+    int pendingConnections() {
+        return pendingCount;
+    }
+
+    /** Connections queue pairs hold before they authenticated (tests, diagnostics). */
+    int candidateConnections() {
+        return candidateSlots.get();
+    }
+
+    /** Takes one of the context's {@link #MAX_CANDIDATES} slots; false when none is free. */
+    boolean takeCandidateSlot() {
+        while (true) {
+            int n = candidateSlots.get();
+            if (n >= MAX_CANDIDATES) {
+                return false;
+            }
+            if (candidateSlots.compareAndSet(n, n + 1)) {
+                return true;
+            }
+        }
+    }
+
+    void releaseCandidateSlot() {
+        candidateSlots.decrementAndGet();
+    }
+
+    /** An accepted connection waiting for its 96-byte HELLO. */
     private final class PendingConnection implements TcpEngine.Handler {
         final SocketChannel channel;
         final long deadlineNs;
-        final ByteBuffer hello = ByteBuffer.allocate(Wire.HELLO);
+        /** Exactly one HELLO is read: whatever follows stays in the socket for the queue pair. */
+        final ByteBuffer hello = ByteBuffer.allocate(Wire.HANDSHAKE);
         SelectionKey key;
 
         PendingConnection(SocketChannel channel, long deadlineNs) {
@@ -211,16 +267,31 @@ final class TcpContext extends AbstractContext implements TcpEngine.Handler {
             this.deadlineNs = deadlineNs;
         }
 
-        void drop() {
-            pending.remove(this);
+        /** Leaves the pending list (its socket stays open). */
+        void forget() {
+            if (pending.remove(this)) {
+                pendingCount = pending.size();
+            }
             if (key != null) {
                 key.cancel();
             }
+        }
+
+        void drop() {
+            forget();
             closeQuietly(channel);
         }
 
         @Override
         public void onSelected(SelectionKey key) {
+            readHello();
+        }
+
+        /**
+         * Reads what there is of the HELLO; once whole, checks its fields and hands the connection to the queue
+         * pair it names. Returns whether the connection is done here (handed over or refused).
+         */
+        boolean readHello() {
             int n;
             try {
                 n = channel.read(hello);
@@ -230,29 +301,32 @@ final class TcpContext extends AbstractContext implements TcpEngine.Handler {
             if (n < 0) {
                 counterSet().increment(Counter.PORT_RCV_ERRORS);
                 drop();
-                return;
+                return true;
             }
             if (hello.hasRemaining()) {
-                return;
+                return false;
             }
             HelloFlyweight h = helloView.wrap(hello, 0);
-            int dst = h.destinationQpn();
-            int src = h.sourceQpn();
-            AbstractQueuePair target = queuePairs().get(dst);
-            if (!h.is(Wire.KIND_HELLO) || !(target instanceof TcpQueuePair qp)
-                || !qp.secretMatches(h.destinationSecretHigh(), h.destinationSecretLow())
-                || (src & ~Wire.PSN_MASK) != 0) {
-                // Unknown QP number or wrong secret: the peer never learns anything, and touches nothing.
+            AbstractQueuePair target = h.wellFormed(Wire.KIND_HELLO) ? queuePairs().get(h.destinationQpn()) : null;
+            if (!(target instanceof TcpQueuePair qp)) {
+                // Not a HELLO, or for no QP of ours: the peer learns nothing and touches nothing.
                 counterSet().increment(Counter.PORT_RCV_ERRORS);
                 drop();
-                return;
+                return true;
             }
-            long srcHigh = h.sourceSecretHigh();
-            long srcLow = h.sourceSecretLow();
-            int peerMaxDest = h.maxDestRdAtomic();
-            pending.remove(this);
-            key.cancel();
-            qp.engine.execute(() -> qp.connection.offerIncoming(channel, src, srcHigh, srcLow, peerMaxDest));
+            forget();
+            SocketChannel ch = channel;
+            ByteBuffer message = hello;
+            qp.engine.execute(() -> {
+                TcpConnection connection = qp.connection;
+                if (connection == null) {
+                    counterSet().increment(Counter.PORT_RCV_ERRORS);
+                    closeQuietly(ch);
+                } else {
+                    connection.offerIncoming(ch, message);
+                }
+            });
+            return true;
         }
     }
 

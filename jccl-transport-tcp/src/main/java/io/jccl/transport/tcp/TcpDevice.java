@@ -60,6 +60,20 @@ public final class TcpDevice implements Device {
         return open(TcpSettings.fromConfig());
     }
 
+    /**
+     * Opens a context for peers within {@code peers}: for peers of this host only ({@link Reach#HOST},
+     * {@link Reach#PROCESS}) the listener binds loopback, so a job whose ranks share one host is not reachable from
+     * the network, unless {@code JCCL_TCP_ADDRESS} or {@code JCCL_SOCKET_IFNAME} says where to listen.
+     */
+    @Override
+    public Context open(Reach peers) {
+        TcpSettings settings = TcpSettings.fromConfig();
+        if (peers != Reach.NETWORK && settings.address() == null && settings.interfaces() == null) {
+            settings = settings.withAddress("AF_INET6".equals(settings.family()) ? "::1" : "127.0.0.1");
+        }
+        return open(settings);
+    }
+
     /** Opens a context with explicit settings instead of the environment's. */
     public Context open(TcpSettings settings) {
         return new TcpContext(this, settings);

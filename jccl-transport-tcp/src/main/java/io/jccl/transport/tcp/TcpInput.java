@@ -60,7 +60,7 @@ final class TcpInput {
         sinkLength = new long[maxSges];
     }
 
-    /** The staging buffer (read mode), for the connection's ACCEPT, which precedes every frame. */
+    /** The staging buffer (read mode), for the connector's CHALLENGE, which precedes every frame. */
     ByteBuffer staging() {
         return staging;
     }

@@ -61,12 +61,12 @@ final class TcpOutput {
         sourceLength = new long[maxSges];
     }
 
-    /** The frame buffer, for the connection's HELLO/ACCEPT (which precede every frame). */
+    /** The frame buffer, for the connector's HELLO and PROOF (which precede every frame). */
     ByteBuffer frameBuffer() {
         return frame;
     }
 
-    /** The frame buffer's remaining bytes are to be sent (a HELLO/ACCEPT written into it). */
+    /** The frame buffer's remaining bytes are to be sent (a PROOF written into it). */
     void markPending() {
         framePending = true;
     }

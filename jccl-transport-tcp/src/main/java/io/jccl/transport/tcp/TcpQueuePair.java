@@ -28,7 +28,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * responses to the peer's requests, in both directions. This class wires the parts together, as rxe's and siw's QP
  * structures hold theirs:
  * <ul>
- *   <li>{@link TcpConnection}: who connects, connect/retry, HELLO/ACCEPT, parked connections, deadlines, close;</li>
+ *   <li>{@link TcpConnection}: who connects, connect/retry, HELLO/CHALLENGE/PROOF, parked connections, deadlines,
+ *   close;</li>
  *   <li>{@link TcpRequester}: send queue → requests, in-order completion, RNR retries, READ/atomic limits;</li>
  *   <li>{@link TcpResponder}: request checks, execution, READ/atomic responses, the ACK/NAK ring;</li>
  *   <li>{@link TcpOutput} / {@link TcpInput}: framing, the output pump and its budget / parsing and placement;</li>
@@ -51,7 +52,10 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     final TcpContext tcp;
     final TcpEngine engine;
     final CounterSet counters;
-    /** This QP's secret, presented by the peer in its HELLO or ACCEPT. */
+    /**
+     * This QP's 128-bit secret, published in its endpoint record: with the peer's, the input of the pair key that
+     * the handshake proves (never sent on the wire).
+     */
     final long secretHigh;
     final long secretLow;
     private final String addressText;
@@ -67,9 +71,9 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
 
     TcpQueuePair(TcpProtectionDomain domain, TcpContext tcp, QueuePairInitAttributes init) {
         // Assigned before super(): the superclass publishes the QP in the context's QP table, where the
-        // listener may look it up, and the secret must never be seen as zero. The parts are made after super()
-        // (they need the arena); no HELLO can name this QP before its endpoint record exists, which is later, and
-        // progress() (the CQs' polls) checks for them.
+        // listener may look it up (it hands connections to its engine). The parts are made after super() (they
+        // need the arena); no HELLO can name this QP before its endpoint record exists, which is later, and
+        // the listener's hand-over and progress() (the CQs' polls) check for them.
         long high = SecureIds.nonce();
         long low = SecureIds.nonce();
         this.secretHigh = high;
@@ -93,11 +97,6 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     @Override
     protected String localAddress() {
         return addressText;
-    }
-
-    /** Constant-time check of a presented secret. */
-    boolean secretMatches(long high, long low) {
-        return ((high ^ secretHigh) | (low ^ secretLow)) == 0;
     }
 
     // ================================================================================================ transitions
@@ -174,7 +173,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         try {
             switch (connection.state()) {
                 case TcpConnection.CONNECTING -> connection.finishConnect();
-                case TcpConnection.HANDSHAKE -> connection.readAccept();
+                case TcpConnection.HANDSHAKE -> connection.readChallenge();
                 case TcpConnection.UP, TcpConnection.CLOSING -> ioRound();
                 default -> selected.cancel();
             }
@@ -309,6 +308,17 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     }
 
     // ================================================================================================ I/O rounds
+
+    /** An I/O round from outside the usual entries (the acceptor's connection just authenticated); lock held. */
+    void ioRoundOrFail() {
+        try {
+            ioRound();
+        } catch (IOException e) {
+            onLinkLost();
+        } catch (RuntimeException e) {
+            onInternalError(e);
+        }
+    }
 
     /** Reads what arrived, writes what is due (with the lock held). */
     int ioRound() throws IOException {
@@ -481,7 +491,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         try {
             flushResponsesBeforeClose();
             hardClose();
-            connection.closeParked();
+            connection.closeCandidates();
         } finally {
             lock.unlock();
         }

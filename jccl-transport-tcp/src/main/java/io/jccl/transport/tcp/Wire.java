@@ -13,21 +13,27 @@ package io.jccl.transport.tcp;
  *  3 u8  RNR timer code (RNR NAK)                           44 u32 ACK word: 0, or on a request a piggybacked ACK
  * </pre>
  *
- * <p>The handshake is one 64-byte HELLO from the connecting side and one 64-byte ACCEPT back:
- * magic "JCCL", version, kind, destination and source QP numbers, the destination's 128-bit secret (proof that
- * the connector was given the endpoint record), the source's secret and the sender's max_dest_rd_atomic.
+ * <p>The handshake (version 3) is three 96-byte messages, a mutual challenge-response keyed by the pair key K that
+ * only the two QPs can compute (from both endpoint records' secrets, which never travel): HELLO from the connecting
+ * side (its nonce), CHALLENGE back (the acceptor's nonce and a MAC proving it knows K), PROOF (the connector's MAC
+ * over both nonces). Layout and MACs: {@link HelloFlyweight}; the exchange: {@link TcpConnection}.
  *
  * <p>This class holds the constants only; {@link FrameHeaderFlyweight} and {@link HelloFlyweight} are the only code
  * that reads or writes fields at these offsets.
  */
 final class Wire {
     static final int HEADER = 48;
-    static final int HELLO = 64;
+    /** Every handshake message: 64 bytes of fields, then a 32-byte HMAC-SHA256. */
+    static final int HANDSHAKE = 96;
     static final int MAGIC = 0x4A43434C; // "JCCL"
-    /** 2: the word at 44 carries a piggybacked ACK on requests (1: reserved, always 0). */
-    static final int VERSION = 2;
+    /**
+     * 3: the challenge-response handshake (2: secrets in a HELLO/ACCEPT; both: the word at 44 carries a piggybacked
+     * ACK on requests).
+     */
+    static final int VERSION = 3;
     static final int KIND_HELLO = 1;
-    static final int KIND_ACCEPT = 2;
+    static final int KIND_CHALLENGE = 2;
+    static final int KIND_PROOF = 3;
 
     // requests
     static final int SEND = 0x01;
@@ -76,20 +82,26 @@ final class Wire {
     static final int OFF_ACK = OFF_RESERVED;
     static final int ACK_PRESENT = 0x80000000;
 
-    // HELLO/ACCEPT offsets
-    static final int HELLO_OFF_MAGIC = 0;
-    static final int HELLO_OFF_VERSION = 4;
-    static final int HELLO_OFF_KIND = 5;
+    // handshake message offsets (HELLO, CHALLENGE, PROOF)
+    static final int HS_OFF_MAGIC = 0;
+    static final int HS_OFF_VERSION = 4;
+    static final int HS_OFF_KIND = 5;
     /** u16 0. */
-    static final int HELLO_OFF_ZERO = 6;
-    static final int HELLO_OFF_DEST_QPN = 8;
-    static final int HELLO_OFF_SOURCE_QPN = 12;
-    /** 128 bits: high word, then low word. */
-    static final int HELLO_OFF_DEST_SECRET = 16;
-    static final int HELLO_OFF_SOURCE_SECRET = 32;
-    static final int HELLO_OFF_MAX_DEST_RD_ATOMIC = 48;
-    /** 12 bytes 0 up to {@link #HELLO}. */
-    static final int HELLO_OFF_PADDING = 52;
+    static final int HS_OFF_ZERO = 6;
+    static final int HS_OFF_DEST_QPN = 8;
+    static final int HS_OFF_SOURCE_QPN = 12;
+    /** 128 bits, high word first: HELLO the connector's nonce, CHALLENGE the acceptor's, PROOF 0. */
+    static final int HS_OFF_NONCE = 16;
+    /** HELLO and CHALLENGE: the sender's max_dest_rd_atomic (0..65535); PROOF 0. */
+    static final int HS_OFF_MAX_DEST_RD_ATOMIC = 32;
+    /** 28 bytes 0. */
+    static final int HS_OFF_RESERVED = 36;
+    /** The bytes the MAC covers (with the nonces of the exchange, see {@link HelloFlyweight}). */
+    static final int HS_SIGNED = 64;
+    /** 32 bytes: HMAC-SHA256 under the pair key. */
+    static final int HS_OFF_MAC = 64;
+    /** Largest max_dest_rd_atomic a handshake may carry. */
+    static final int HS_MAX_DEST_RD_ATOMIC = 0xFFFF;
 
     private Wire() {
     }

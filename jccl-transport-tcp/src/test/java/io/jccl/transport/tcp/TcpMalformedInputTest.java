@@ -106,17 +106,15 @@ class TcpMalformedInputTest {
             address = EndpointAddress.parse(qp.localEndpoint().address());
         }
 
-        /** Connects and completes the handshake with valid secrets. */
+        /** The connecting side of the handshake with the fake peer's and the victim's records. */
+        TcpTestSupport.RawConnector rawPeer(long peerLowXor) {
+            return new TcpTestSupport.RawConnector(fakeQpn, fakeHigh, fakeLow ^ peerLowXor, qp.queuePairNumber(),
+                address.secretHigh(), address.secretLow());
+        }
+
+        /** Connects and completes the handshake (HELLO, CHALLENGE, PROOF) with the pair key. */
         Socket connect() throws IOException {
-            Socket socket = new Socket();
-            socket.connect(address.socketAddress(), 5000);
-            socket.setSoTimeout(5000);
-            socket.getOutputStream().write(hello(qp.queuePairNumber(), fakeQpn, address.secretHigh(),
-                address.secretLow(), fakeHigh, fakeLow));
-            byte[] accept = socket.getInputStream().readNBytes(Wire.HELLO);
-            assertEquals(Wire.HELLO, accept.length, "ACCEPT");
-            assertEquals(Wire.KIND_ACCEPT, accept[5]);
-            return socket;
+            return rawPeer(0).connect(address.socketAddress());
         }
 
         byte[] frame(int type, int psn, int length, int rkey, long va, long op1, int payload) {
@@ -133,13 +131,6 @@ class TcpMalformedInputTest {
         public void close() {
             qp.close();
         }
-    }
-
-    static byte[] hello(int dst, int src, long dstHigh, long dstLow, long srcHigh, long srcLow) {
-        ByteBuffer b = ByteBuffer.allocate(Wire.HELLO);
-        b.putInt(Wire.MAGIC).put((byte) Wire.VERSION).put((byte) Wire.KIND_HELLO).putShort((short) 0);
-        b.putInt(dst).putInt(src).putLong(dstHigh).putLong(dstLow).putLong(srcHigh).putLong(srcLow).putInt(16);
-        return b.array();
     }
 
     private long errors() {
@@ -275,41 +266,99 @@ class TcpMalformedInputTest {
         try (Victim v = new Victim()) {
             long before = victim.counters().get(Counter.PORT_RCV_ERRORS);
             Random random = new Random(7);
-            List<byte[]> hellos = new ArrayList<>();
-            hellos.add(hello(v.qp.queuePairNumber(), v.fakeQpn, v.address.secretHigh() ^ 1, v.address.secretLow(),
-                v.fakeHigh, v.fakeLow)); // wrong secret
-            hellos.add(hello(v.qp.queuePairNumber() ^ 0x10, v.fakeQpn, v.address.secretHigh(), v.address.secretLow(),
-                v.fakeHigh, v.fakeLow)); // unknown QP number
-            byte[] noise = new byte[Wire.HELLO];
+            TcpTestSupport.RawConnector peer = v.rawPeer(0);
+            // Each case: what the client sends first, and whether the victim answers with a CHALLENGE before it
+            // closes (after a valid HELLO: the PROOF is what fails).
+            List<Object[]> cases = new ArrayList<>();
+            TcpTestSupport.RawConnector wrongVictimSecret = new TcpTestSupport.RawConnector(v.fakeQpn, v.fakeHigh,
+                v.fakeLow, v.qp.queuePairNumber(), v.address.secretHigh() ^ 1, v.address.secretLow());
+            cases.add(new Object[] {"HELLO signed with a key from a wrong victim secret",
+                wrongVictimSecret.hello(1, 2), false});
+            cases.add(new Object[] {"HELLO of a peer that knows the victim's secret but not the connected peer's",
+                v.rawPeer(1).hello(3, 4), false});
+            byte[] otherSource = peer.hello(5, 6);
+            ByteBuffer.wrap(otherSource).putInt(Wire.HS_OFF_SOURCE_QPN, v.fakeQpn ^ 0x10);
+            cases.add(new Object[] {"HELLO from another source QPN", otherSource, false});
+            byte[] unknown = peer.hello(7, 8);
+            ByteBuffer.wrap(unknown).putInt(Wire.HS_OFF_DEST_QPN, v.qp.queuePairNumber() ^ 0x10);
+            cases.add(new Object[] {"HELLO for an unknown QP number", unknown, false});
+            byte[] version2 = peer.hello(9, 10);
+            version2[Wire.HS_OFF_VERSION] = 2;
+            cases.add(new Object[] {"version 2", version2, false});
+            byte[] noise = new byte[Wire.HANDSHAKE];
             random.nextBytes(noise);
-            hellos.add(noise);
-            hellos.add(new byte[10]); // truncated, then the stream ends
-            byte[] forged = hello(v.qp.queuePairNumber(), v.fakeQpn, v.address.secretHigh(), v.address.secretLow(),
-                v.fakeHigh, v.fakeLow ^ 1); // knows the victim's secret but is not the peer it was connected to
-            hellos.add(forged);
+            cases.add(new Object[] {"noise", noise, false});
+            cases.add(new Object[] {"truncated, then the stream ends", new byte[10], false});
+            // A valid HELLO (nonce 11, 12), then a PROOF that is not for this challenge: a CHALLENGE, then closed.
+            byte[] wrongProof = new byte[2 * Wire.HANDSHAKE];
+            System.arraycopy(peer.hello(11, 12), 0, wrongProof, 0, Wire.HANDSHAKE);
+            byte[] staleChallenge = new byte[Wire.HANDSHAKE];
+            ByteBuffer.wrap(staleChallenge).putInt(Wire.MAGIC).put((byte) Wire.VERSION)
+                .put((byte) Wire.KIND_CHALLENGE).putShort((short) 0).putInt(v.fakeQpn)
+                .putInt(v.qp.queuePairNumber()).putLong(13).putLong(14);
+            System.arraycopy(peer.proof(staleChallenge, 11, 12), 0, wrongProof, Wire.HANDSHAKE, Wire.HANDSHAKE);
+            cases.add(new Object[] {"valid HELLO, PROOF for another challenge", wrongProof, true});
+            // The same valid HELLO again (a replay): refused before any challenge.
+            cases.add(new Object[] {"replayed HELLO", peer.hello(11, 12), false});
             int expected = 0;
-            for (byte[] h : hellos) {
+            for (Object[] c : cases) {
+                byte[] h = (byte[]) c[1];
                 try (Socket socket = new Socket()) {
                     socket.connect(new InetSocketAddress(v.address.socketAddress().getAddress(),
                         v.address.socketAddress().getPort()), 5000);
                     socket.setSoTimeout(5000);
                     socket.getOutputStream().write(h);
-                    if (h.length < Wire.HELLO) {
+                    if (h.length < Wire.HANDSHAKE) {
                         socket.shutdownOutput();
                     }
-                    // the victim closes without a word
-                    assertEquals(-1, socket.getInputStream().read());
+                    if ((Boolean) c[2]) {
+                        byte[] challenge = socket.getInputStream().readNBytes(Wire.HANDSHAKE);
+                        assertTrue(peer.challengeValid(challenge, 11, 12), c[0] + ": CHALLENGE");
+                    }
+                    // then the victim closes without a word
+                    assertEquals(-1, readOrReset(socket.getInputStream()), (String) c[0]);
                 }
                 expected++;
                 long want = before + expected;
-                TcpTestSupport.awaitTrue("port_rcv_errors >= " + want,
+                TcpTestSupport.awaitTrue(c[0] + ": port_rcv_errors >= " + want,
                     () -> victim.counters().get(Counter.PORT_RCV_ERRORS) >= want);
             }
+            // Reflection: a valid HELLO, then a PROOF carrying the MAC of the victim's own CHALLENGE.
+            try (Socket socket = new Socket()) {
+                socket.connect(v.address.socketAddress(), 5000);
+                socket.setSoTimeout(5000);
+                socket.getOutputStream().write(peer.hello(21, 22));
+                byte[] challenge = socket.getInputStream().readNBytes(Wire.HANDSHAKE);
+                assertTrue(peer.challengeValid(challenge, 21, 22), "CHALLENGE");
+                byte[] reflected = peer.proof(challenge, 21, 22);
+                System.arraycopy(challenge, Wire.HS_OFF_MAC, reflected, Wire.HS_OFF_MAC, HmacSha256.MAC_BYTES);
+                socket.getOutputStream().write(reflected);
+                assertEquals(-1, readOrReset(socket.getInputStream()), "reflected MAC");
+            }
+            long want = before + expected + 1;
+            TcpTestSupport.awaitTrue("reflection: port_rcv_errors >= " + want,
+                () -> victim.counters().get(Counter.PORT_RCV_ERRORS) >= want);
             // Nobody authenticated, so nothing happened to the QP: it still waits for its real peer.
             assertNotEquals(QueuePairState.ERROR, v.qp.state());
             assertGuardsIntact();
+            // And the real peer still gets in.
+            try (Socket socket = v.connect()) {
+                socket.getOutputStream().write(v.frame(Wire.WRITE, v.fakePsn, 8, region.rkey(), region.address(),
+                    0, 8));
+                byte[] ack = socket.getInputStream().readNBytes(Wire.HEADER);
+                assertEquals(Wire.ACK, ack[0]);
+            }
         }
         assertStillServing();
+    }
+
+    /** One byte, or -1 at the end of the stream or when the peer reset the connection. */
+    private static int readOrReset(InputStream in) {
+        try {
+            return in.read();
+        } catch (IOException reset) {
+            return -1;
+        }
     }
 
     @Test

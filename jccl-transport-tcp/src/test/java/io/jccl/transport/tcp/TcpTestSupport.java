@@ -10,6 +10,11 @@ import io.jccl.verbs.QueuePairInitAttributes;
 import io.jccl.verbs.QueuePairState;
 import io.jccl.verbs.WorkCompletion;
 
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.nio.ByteBuffer;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.function.BooleanSupplier;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -95,5 +100,62 @@ final class TcpTestSupport {
     static void awaitState(QueuePair qp, QueuePairState state) {
         awaitTrue(qp + " to reach " + state, () -> qp.state() == state);
         assertEquals(state, qp.state());
+    }
+
+    /**
+     * The connecting side of the handshake (version 3) over a raw socket, for tests that play a peer with the
+     * endpoint records a real peer has: its own (QPN, secret) and the acceptor's.
+     */
+    static final class RawConnector {
+        final int connectorQpn;
+        final int acceptorQpn;
+        final HmacSha256 key = new HmacSha256();
+
+        RawConnector(int connectorQpn, long connectorHigh, long connectorLow, int acceptorQpn, long acceptorHigh,
+                     long acceptorLow) {
+            this.connectorQpn = connectorQpn;
+            this.acceptorQpn = acceptorQpn;
+            HelloFlyweight.pairKey(key, connectorQpn, connectorHigh, connectorLow, acceptorQpn, acceptorHigh,
+                acceptorLow, new byte[HmacSha256.MAC_BYTES]);
+        }
+
+        /** A HELLO with nonce {@code nC}, signed with the pair key. */
+        byte[] hello(long nCHigh, long nCLow) {
+            ByteBuffer b = ByteBuffer.allocate(Wire.HANDSHAKE);
+            new HelloFlyweight().wrap(b, 0).write(Wire.KIND_HELLO, acceptorQpn, connectorQpn, nCHigh, nCLow, 16)
+                .sign(key, 0, 0, 0, 0);
+            return b.array();
+        }
+
+        /** Whether {@code challenge} is the acceptor's valid answer to a HELLO with nonce {@code nC}. */
+        boolean challengeValid(byte[] challenge, long nCHigh, long nCLow) {
+            HelloFlyweight h = new HelloFlyweight().wrap(ByteBuffer.wrap(challenge), 0);
+            return challenge.length == Wire.HANDSHAKE && h.wellFormed(Wire.KIND_CHALLENGE)
+                && h.destinationQpn() == connectorQpn && h.sourceQpn() == acceptorQpn
+                && h.macMatches(key, nCHigh, nCLow, 0, 0);
+        }
+
+        /** The PROOF answering {@code challenge} for a HELLO with nonce {@code nC}. */
+        byte[] proof(byte[] challenge, long nCHigh, long nCLow) {
+            HelloFlyweight c = new HelloFlyweight().wrap(ByteBuffer.wrap(challenge), 0);
+            ByteBuffer b = ByteBuffer.allocate(Wire.HANDSHAKE);
+            new HelloFlyweight().wrap(b, 0).write(Wire.KIND_PROOF, acceptorQpn, connectorQpn, 0, 0, 0)
+                .sign(key, nCHigh, nCLow, c.nonceHigh(), c.nonceLow());
+            return b.array();
+        }
+
+        /** Connects to {@code listener} and completes the handshake; the acceptor's CHALLENGE must be valid. */
+        Socket connect(InetSocketAddress listener) throws IOException {
+            Socket socket = new Socket();
+            socket.connect(listener, 5000);
+            socket.setSoTimeout(5000);
+            long nCHigh = ThreadLocalRandom.current().nextLong();
+            long nCLow = ThreadLocalRandom.current().nextLong();
+            socket.getOutputStream().write(hello(nCHigh, nCLow));
+            byte[] challenge = socket.getInputStream().readNBytes(Wire.HANDSHAKE);
+            assertTrue(challengeValid(challenge, nCHigh, nCLow), "CHALLENGE");
+            socket.getOutputStream().write(proof(challenge, nCHigh, nCLow));
+            return socket;
+        }
     }
 }
