@@ -1,6 +1,7 @@
 package io.jccl.collectives;
 
 import io.jccl.collectives.bootstrap.Bootstrap;
+import io.jccl.collectives.bootstrap.SealedStore;
 import io.jccl.collectives.core.Signature;
 import io.jccl.collectives.core.WaitPolicy;
 import io.jccl.collectives.direct.DirectAllReduce;
@@ -168,7 +169,7 @@ public final class Communicator implements AutoCloseable {
     /** {@link #fromEnvironment()} with explicit options. */
     public static Communicator fromEnvironment(CommunicatorOptions options) {
         LaunchEnvironment env = LaunchEnvironment.detect(System.getenv());
-        Store s = env.openStore(options.timeoutNs());
+        Store s = env.openStore(options.timeoutNs(), options.authSecret());
         try {
             return create(s, s, env.rank(), env.worldSize(), options);
         } catch (RuntimeException e) {
@@ -181,7 +182,11 @@ public final class Communicator implements AutoCloseable {
         if (size < 1 || rank < 0 || rank >= size) {
             throw new IllegalArgumentException("rank " + rank + " outside 0.." + (size - 1) + " (size " + size + ")");
         }
-        Store store = new PrefixStore("jccl/" + options.name(), base);
+        // With a job secret every value this communicator reads or writes is sealed (SealedStore), keyed by its
+        // full name; split communicators reuse the sealed view.
+        Store sealed = options.authSecret() == null || base instanceof SealedStore ? base
+            : new SealedStore(base, options.authSecret(), options.jobId());
+        Store store = new PrefixStore("jccl/" + options.name(), sealed);
         Communicator c = new Communicator(store, owned, rank, size, options);
         try {
             c.init();

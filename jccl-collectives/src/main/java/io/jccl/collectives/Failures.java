@@ -108,9 +108,10 @@ final class Failures {
             }
         }
         if (first) {
-            // Publish the reason before breaking the links, so peers that notice the broken links can report it.
+            // Publish the reason before breaking the links, so peers that notice the broken links can report it; the
+            // links themselves carry it too (the store may have died with rank 0).
             publish(ce.getMessage());
-            breakLinks();
+            breakLinks(ce instanceof CollectiveException.PeerFailure pf ? pf.rank() : rank, ce.getMessage());
         }
         return ce;
     }
@@ -137,7 +138,7 @@ final class Failures {
             // An abort after a failure keeps the failure as the reason peers see.
             publish("aborted: " + reason);
         }
-        breakLinks();
+        breakLinks(rank, "aborted: " + reason);
         if (first) {
             dump(e);
         }
@@ -151,14 +152,15 @@ final class Failures {
         }
     }
 
-    private void breakLinks() {
+    /** Tells the peers (status word, abort notices) that this rank gives up because of {@code originRank}. */
+    private void breakLinks(int originRank, String reason) {
         DirectPath d = directPath;
         if (d != null) {
-            d.markAborted();
+            d.markAborted(originRank, reason);
         }
         MessagePath m = messagePath;
         if (m != null) {
-            m.abortLinks();
+            m.abortLinks(originRank, reason);
         }
     }
 

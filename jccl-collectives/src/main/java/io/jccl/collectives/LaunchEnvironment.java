@@ -3,6 +3,7 @@ package io.jccl.collectives;
 import io.jccl.collectives.store.FileStore;
 import io.jccl.collectives.store.Store;
 import io.jccl.collectives.store.TcpStore;
+import io.jccl.common.Config;
 
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -19,7 +20,10 @@ import java.util.Map;
  * SLURM_JOB_NODELIST) at MASTER_PORT / JCCL_STORE_PORT (default 29500) unless JCCL_STORE_ADDR/MASTER_ADDR say
  * otherwise</li>
  * </ul>
- * Rank 0 starts the TCP store server unless JCCL_STORE_SERVER=0 (a standalone {@code TcpStoreServer} runs it).
+ * Rank 0 starts the TCP store server unless JCCL_STORE_SERVER=0 (a standalone {@code TcpStoreServer} runs it). The
+ * server listens where the store address points when that is an address of this host ({@code 127.0.0.1}: loopback
+ * only), on all interfaces for {@code 0.0.0.0} or {@code JCCL_STORE_BIND=*}; with {@code JCCL_AUTH_SECRET} every
+ * store connection authenticates ({@link #openStore(long, String)}).
  *
  * @param rank this process's rank
  * @param worldSize number of ranks
@@ -114,8 +118,23 @@ public record LaunchEnvironment(int rank, int worldSize, int localRank, String s
         }
     }
 
-    /** Opens the store: a {@link FileStore} for {@code file:} addresses, else a {@link TcpStore}. */
+    /**
+     * Opens the store with the job's secret, {@code JCCL_AUTH_SECRET} (read through {@link Config}; none when
+     * unset): {@link #openStore(long, String)}.
+     */
     public Store openStore(long timeoutNs) {
+        return openStore(timeoutNs, Config.value("JCCL_AUTH_SECRET"));
+    }
+
+    /**
+     * Opens the store: a {@link FileStore} for {@code file:} addresses, else a {@link TcpStore} that authenticates
+     * with {@code secret} (null or blank: none; the store server rank 0 starts then requires it of every client).
+     * Rank 0's server listens on the address the store address names when it is this host's ({@code 127.0.0.1}:
+     * loopback only, a specific IP: that interface), on all interfaces for {@code 0.0.0.0} or when
+     * {@code JCCL_STORE_BIND} says so, and otherwise as {@link io.jccl.collectives.store.TcpStoreServer#bindAddressFor}
+     * explains.
+     */
+    public Store openStore(long timeoutNs, String secret) {
         if (storeAddress.startsWith("file:")) {
             String path = storeAddress.substring(5);
             while (path.startsWith("//")) {
@@ -129,7 +148,7 @@ public record LaunchEnvironment(int rank, int worldSize, int localRank, String s
             host = host.substring(1, host.length() - 1);
         }
         int port = parse(storeAddress.substring(colon + 1), "store port");
-        return new TcpStore(host, port, startServer, timeoutNs);
+        return new TcpStore(host, port, startServer, timeoutNs, secret, null);
     }
 
     /**

@@ -22,34 +22,48 @@ class ConcurrentCallsTest {
     @Test
     void shouldRefuseACallWhileAnotherThreadsCallsAreInFlight() {
         Ranks.run(2, Ranks.loop(), c -> {
+            if (c.rank() == 1) {
+                // joins only after rank 0's two threads have both issued: whichever issued first is still in
+                // flight (waiting for this rank) when the other issues, so exactly one of them must be refused
+                c.store().getString("issued", 20_000_000_000L);
+                try (Arena arena = Arena.ofConfined()) {
+                    c.allReduce(arena.allocate(4L * 4096), 4096, DataType.FLOAT32, ReduceOp.SUM);
+                }
+                return;
+            }
             AtomicInteger refused = new AtomicInteger();
+            AtomicInteger completed = new AtomicInteger();
             AtomicReference<String> message = new AtomicReference<>();
-            CountDownLatch start = new CountDownLatch(1);
+            CountDownLatch issued = new CountDownLatch(2);
             Thread[] threads = new Thread[2];
             for (int t = 0; t < 2; t++) {
                 threads[t] = Thread.ofPlatform().start(() -> {
                     try (Arena arena = Arena.ofConfined()) {
                         MemorySegment buf = arena.allocate(4L * 4096);
-                        start.await();
-                        for (int i = 0; i < 300; i++) {
-                            c.allReduce(buf, 4096, DataType.FLOAT32, ReduceOp.SUM);
-                        }
+                        issued.countDown();
+                        c.allReduce(buf, 4096, DataType.FLOAT32, ReduceOp.SUM);
+                        completed.incrementAndGet();
                     } catch (IllegalStateException e) {
                         refused.incrementAndGet();
                         message.set(e.getMessage());
-                    } catch (Exception e) {
-                        // the other rank's surviving thread may pair with a different call: not checked here
+                        issued.countDown();
                     }
                 });
             }
-            start.countDown();
+            // the refused thread counts down twice; the accepted one is in flight once both counted
+            issued.await();
+            long giveUpNs = System.nanoTime() + 10_000_000_000L;
+            while (refused.get() == 0 && System.nanoTime() < giveUpNs) {
+                Thread.sleep(1);
+            }
+            c.store().setString("issued", "1", 10_000_000_000L);
             for (Thread t : threads) {
                 t.join();
             }
-            assertTrue(refused.get() >= 1, "no call was refused although two threads issued calls at once");
+            assertEquals(1, refused.get(), "exactly one of two overlapping calls must be refused");
+            assertEquals(1, completed.get(), "the call issued first must complete");
             assertNotNull(message.get());
             assertTrue(message.get().contains("issue calls from one thread at a time"), message.get());
-            c.abort("test over: the ranks' surviving threads may have paired different calls");
         });
     }
 

@@ -54,6 +54,49 @@ class LaunchEnvironmentTest {
     }
 
     @Test
+    void openStoreAuthenticatesWithTheSecretAndListensOnTheStoreAddress() throws Exception {
+        long timeout = java.util.concurrent.TimeUnit.SECONDS.toNanos(5);
+        LaunchEnvironment rank0 = new LaunchEnvironment(0, 2, 0, "127.0.0.1:0", "jccl", true);
+        try (io.jccl.collectives.store.Store store = rank0.openStore(timeout, "job-secret")) {
+            int port = ((io.jccl.collectives.store.TcpStore) store).port();
+            store.setString("hello/0", "x", timeout);
+            LaunchEnvironment rank1 = new LaunchEnvironment(1, 2, 0, "127.0.0.1:" + port, "jccl", false);
+            io.jccl.collectives.store.StoreException e = assertThrows(io.jccl.collectives.store.StoreException.class,
+                () -> rank1.openStore(timeout, null).close());
+            assertTrue(e.getMessage().contains("requires JCCL_AUTH_SECRET"), e.getMessage());
+            try (io.jccl.collectives.store.Store peer = rank1.openStore(timeout, "job-secret")) {
+                assertEquals("x", peer.getString("hello/0", timeout));
+            }
+            System.setProperty("jccl.auth.secret", "job-secret"); // openStore(timeout): JCCL_AUTH_SECRET by default
+            try (io.jccl.collectives.store.Store peer = rank1.openStore(timeout)) {
+                assertEquals("x", peer.getString("hello/0", timeout));
+            } finally {
+                System.clearProperty("jccl.auth.secret");
+            }
+            java.net.InetAddress other = nonLoopbackIpv4();
+            if (other != null) {
+                try (java.net.Socket s = new java.net.Socket()) {
+                    assertThrows(java.net.ConnectException.class,
+                        () -> s.connect(new java.net.InetSocketAddress(other, port), 2000));
+                }
+            }
+        }
+    }
+
+    private static java.net.InetAddress nonLoopbackIpv4() throws java.net.SocketException {
+        for (java.net.NetworkInterface nic : java.util.Collections.list(java.net.NetworkInterface.getNetworkInterfaces())) {
+            if (nic.isUp() && !nic.isLoopback()) {
+                for (java.net.InetAddress a : java.util.Collections.list(nic.getInetAddresses())) {
+                    if (a instanceof java.net.Inet4Address && !a.isLinkLocalAddress()) {
+                        return a;
+                    }
+                }
+            }
+        }
+        return null;
+    }
+
+    @Test
     void nothingToGoOn() {
         IllegalStateException e = assertThrows(IllegalStateException.class, () -> LaunchEnvironment.detect(Map.of()));
         assertTrue(e.getMessage().contains("JCCL_RANK"), e.getMessage());

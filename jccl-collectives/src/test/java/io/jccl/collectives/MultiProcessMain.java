@@ -33,6 +33,9 @@ public final class MultiProcessMain {
                                 }
                             }
                         } catch (CollectiveException e) {
+                            if (e instanceof CollectiveException.PeerFailure pf) {
+                                System.out.println("NAMED rank " + pf.rank());
+                            }
                             System.out.println("FAILED rank " + c.rank() + " after " + iterations + ": "
                                 + e.getClass().getSimpleName() + ": " + e.getMessage());
                             System.out.flush();

@@ -130,6 +130,33 @@ class MultiProcessTest {
         }
     }
 
+    /**
+     * Every survivor names the rank that died, not a neighbour whose links were aborted after it: the neighbours
+     * carry the origin in their abort notices. Rank 0 is the victim: it also hosts the store, through which the
+     * reasons used to travel (7 of 60 survivors over tcp named a healthy neighbour). AbortNoticeTest checks the
+     * notices deterministically; this is the end-to-end kill.
+     */
+    @Test
+    void everySurvivorNamesTheRankThatDied() throws Exception {
+        for (int trial = 0; trial < 1; trial++) {
+            for (String transport : new String[] {"tcp0", "shm0"}) {
+                try (Job job = new Job(4, "loop", Map.of("JCCL_TRANSPORT", transport), true)) {
+                    for (int r = 0; r < 4; r++) {
+                        assertTrue(job.waitForLine(r, "RUNNING", 60_000), transport + " rank " + r + ":\n"
+                            + job.out(r));
+                    }
+                    job.processes.get(0).destroyForcibly();
+                    for (int r = 1; r < 4; r++) {
+                        assertTrue(job.processes.get(r).waitFor(30, TimeUnit.SECONDS), transport + " rank " + r
+                            + " did not notice:\n" + job.out(r));
+                        assertTrue(job.output.get(r).contains("NAMED rank 0"), transport + " trial " + trial
+                            + ": rank " + r + " should name rank 0:\n" + job.out(r));
+                    }
+                }
+            }
+        }
+    }
+
     @Test
     void scalarKernelsWithoutTheVectorModule() throws Exception {
         try (Job job = new Job(2, "check", Map.of("JCCL_TRANSPORT", "shm0"), false)) {

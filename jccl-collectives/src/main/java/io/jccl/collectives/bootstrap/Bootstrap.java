@@ -12,6 +12,7 @@ import io.jccl.collectives.store.Store;
 import io.jccl.common.Log;
 import io.jccl.common.ProcessIds;
 import io.jccl.common.SecureIds;
+import io.jccl.verbs.Reach;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -102,7 +103,7 @@ public final class Bootstrap {
         DirectPath directPath = null;
         try {
             if (size > 1) {
-                devices.open(true, cqCapacity);
+                devices.open(true, cqCapacity, Reach.HOST);
             }
             String settingsHash = Integer.toHexString(options.fingerprint().hashCode());
             JoinRecord[] records = exchangeJoinRecords(store, rank, size, options, hostId, settingsHash,
@@ -151,6 +152,7 @@ public final class Bootstrap {
                 }
                 directPath.enable(all);
             }
+            warnIfOpen(options, rank, used.values(), allSameHost);
             int[][] groups = hostGroups(hosts, rank);
             return new Result(messagePath, directPath, hosts, groups[0], groups[1], tried, allSameHost);
         } catch (RuntimeException e) {
@@ -165,6 +167,37 @@ public final class Bootstrap {
         }
     }
 
+    /** Whether this JVM has warned that a job runs without a secret (once is enough). */
+    private static volatile boolean warnedOpen;
+
+    /**
+     * Without {@code JCCL_AUTH_SECRET} the store's records (the queue pairs' endpoints and connection secrets, the
+     * memory keys) are readable and writable by anyone who can reach the store, and a network device's connections
+     * can be made by anyone who can read them: a job that uses a network device or spans hosts says so loudly (once
+     * per process); a one-host shared-memory job, whose store and files only local users can reach, notes it at INFO.
+     */
+    private static void warnIfOpen(CommunicatorOptions options, int rank, Iterable<DeviceResources> used,
+                                   boolean allSameHost) {
+        if (options.authSecret() != null) {
+            return;
+        }
+        boolean network = !allSameHost;
+        for (DeviceResources d : used) {
+            network |= d.linkLayer().isNetwork();
+        }
+        String text = "JCCL_AUTH_SECRET is not set: anyone who can reach this job's rendezvous store can read and change "
+            + "its records (queue-pair endpoints and connection secrets, memory keys), join it"
+            + (network ? ", and connect to its network queue pairs" : "") + ". Set the same JCCL_AUTH_SECRET on every "
+            + "rank to authenticate and encrypt them";
+        Log log = Log.get();
+        if (network && !warnedOpen) {
+            warnedOpen = true;
+            log.warn(rank, Log.Subsys.INIT, text);
+        } else {
+            log.info(rank, Log.Subsys.INIT, text);
+        }
+    }
+
     /** Publishes this rank's join record and reads and checks everyone's (this rank's too). */
     private static JoinRecord[] exchangeJoinRecords(Store store, int rank, int size, CommunicatorOptions options,
                                                     String hostId, String settingsHash, String devices,
@@ -173,17 +206,29 @@ public final class Bootstrap {
             Long.toHexString(SecureIds.nonce()), options.authSecret());
         String key = "hello/" + rank;
         if (!store.compareAndSet(key, null, mine, remaining(deadlineNs))) {
-            String[] f = JoinRecord.split(store.get(key, remaining(deadlineNs)));
+            String taker;
+            try {
+                String[] f = JoinRecord.split(store.get(key, remaining(deadlineNs)));
+                taker = f.length > 1 && !f[1].equals(options.jobId()) ? "job '" + f[1] + "' (this is job '"
+                    + options.jobId() + "')" : "another process of this job";
+            } catch (SealedStore.Unsealed | SealedStore.Forged e) {
+                taker = "a process without this job's JCCL_AUTH_SECRET";
+            }
             throw new CollectiveException.Refused("rank " + rank + " is already taken in " + store.describe() + " by "
-                + (f.length > 1 && !f[1].equals(options.jobId()) ? "job '" + f[1] + "' (this is job '"
-                + options.jobId() + "')" : "another process of this job") + "; is another job using the same store "
-                + "address, or was a rank started twice?");
+                + taker + "; is another job using the same store address, or was a rank started twice?");
         }
         JoinRecord[] records = new JoinRecord[size];
         for (int j = 0; j < size; j++) {
-            byte[] record = store.get("hello/" + j, remaining(deadlineNs));
             try {
+                byte[] record = store.get("hello/" + j, remaining(deadlineNs));
+                if (options.authSecret() == null && JoinRecord.isSealed(record)) {
+                    throw new IllegalArgumentException("rank " + j + " authenticates with JCCL_AUTH_SECRET but this "
+                        + "rank has no secret set");
+                }
                 records[j] = JoinRecord.verify(j, record, options.jobId(), size, settingsHash, options.authSecret());
+            } catch (SealedStore.Unsealed | SealedStore.Forged e) {
+                throw new CollectiveException.Refused("rank " + rank + " refuses to join " + store.describe() + ": rank "
+                    + j + " did not prove knowledge of JCCL_AUTH_SECRET (wrong or missing secret): " + e.getMessage());
             } catch (IllegalArgumentException e) {
                 throw new CollectiveException.Refused("rank " + rank + " refuses to join " + store.describe() + ": "
                     + e.getMessage());
@@ -215,7 +260,12 @@ public final class Bootstrap {
             }
         }
         if (needNetwork) {
-            devices.open(false, cqCapacity);
+            // Every rank on this host (one host identity): a network device need not be reachable from elsewhere.
+            boolean oneHost = true;
+            for (JoinRecord r : records) {
+                oneHost &= r.hostId().equals(hostId);
+            }
+            devices.open(false, cqCapacity, oneHost ? Reach.HOST : Reach.NETWORK);
             List<String> network = devices.openedNetworkDevices();
             store.setString("devices/" + rank, network.isEmpty() ? "-" : String.join(",", network),
                 remaining(deadlineNs));

@@ -92,14 +92,15 @@ final class DeviceChoice {
     }
 
     /**
-     * Opens the devices of the order of one kind (same-host ones, or network ones) that are not open yet; failures
-     * go to {@link #unavailable} with their reason.
+     * Opens the devices of the order of one kind (same-host ones, or the others) that are not open yet, for peers
+     * within {@code peers} (all ranks on this host: a network device listens on loopback); failures go to
+     * {@link #unavailable} with their reason.
      */
-    void open(boolean sameHostDevices, int cqCapacity) {
+    void open(boolean sameHostDevices, int cqCapacity, Reach peers) {
         for (String d : order) {
             if (isSameHostDevice(d) == sameHostDevices && !opened.containsKey(d) && !unavailable.containsKey(d)) {
                 try {
-                    opened.put(d, DeviceResources.open(d, cqCapacity));
+                    opened.put(d, DeviceResources.open(d, cqCapacity, peers));
                 } catch (RuntimeException e) {
                     unavailable.put(d, e.getMessage());
                 }

@@ -40,6 +40,12 @@ public record JoinRecord(String jobId, int rank, int size, String hostId, long p
         return (body + "|" + proof).getBytes(StandardCharsets.UTF_8);
     }
 
+    /** Whether {@code record} as read from a plain store is a value sealed by a {@link SealedStore}. */
+    public static boolean isSealed(byte[] record) {
+        byte[] magic = "JCCLSEAL".getBytes(StandardCharsets.US_ASCII);
+        return record.length >= magic.length && Arrays.equals(record, 0, magic.length, magic, 0, magic.length);
+    }
+
     /** The fields of a published record (no checks). */
     public static String[] split(byte[] record) {
         return new String(record, StandardCharsets.UTF_8).split("\\|", -1);

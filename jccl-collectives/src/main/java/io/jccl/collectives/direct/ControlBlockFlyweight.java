@@ -18,6 +18,7 @@ import java.lang.invoke.VarHandle;
  *  320  output descriptors       two of 32 bytes: mode, id, offset, flags (separate / in place)
  *  512  arrival records          two of 1152 bytes (18 cache lines): epoch (written last, with release), the
  *                                operation's signature, up to 1 KiB of inline payload
+ * 3072  abort reason             length (int) and UTF-8 text, written before the status word
  * </pre>
  *
  * <p>Descriptors and records come in two, selected by the parity of the barrier epoch they belong to: a record is
@@ -39,6 +40,8 @@ public final class ControlBlockFlyweight {
     public static final int INLINE_BYTES = 1024;
 
     private static final long STATUS = 8;
+    private static final long REASON = 3072;
+    private static final int REASON_BYTES = 1024;
     private static final long WAITING_CPU = 64;
     private static final long INPUT_DESCRIPTORS = 256;
     private static final long OUTPUT_DESCRIPTORS = 320;
@@ -76,14 +79,36 @@ public final class ControlBlockFlyweight {
 
     // ------------------------------------------------------------------------------------------------ status
 
-    /** The owner's status: 0 running, 1 aborted or failed. */
+    /** The owner's status: 0 running, else aborted or failed (acquire: the reason written before is visible). */
     public long status() {
-        return segment.get(ValueLayout.JAVA_LONG, STATUS);
+        return (long) LONG.getAcquire(segment, STATUS);
     }
 
-    /** Marks the owner aborted or failed (peers' health checks see it). */
-    public void markAborted() {
-        segment.set(ValueLayout.JAVA_LONG, STATUS, 1);
+    /**
+     * Marks the owner aborted or failed because of rank {@code originRank}, for {@code reason} (peers' health checks
+     * see it): the reason first, then the status word with release.
+     */
+    public void markAborted(int originRank, String reason) {
+        byte[] text = reason == null ? new byte[0] : reason.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        int length = (int) Math.min(text.length, REASON_BYTES - 4);
+        MemorySegment.copy(text, 0, segment, ValueLayout.JAVA_BYTE, REASON + 4, length);
+        segment.set(ValueLayout.JAVA_INT, REASON, length);
+        LONG.setRelease(segment, STATUS, 1L | ((long) (originRank + 1) << 32));
+    }
+
+    /** The rank an aborted owner named as the origin of its failure, or -1 (a status word from before it did). */
+    public static int abortOrigin(long status) {
+        return (int) (status >>> 32) - 1;
+    }
+
+    /** The reason an aborted owner gave. */
+    public String abortReason() {
+        int length = segment.get(ValueLayout.JAVA_INT, REASON);
+        if (length <= 0 || length > REASON_BYTES - 4) {
+            return "(no reason)";
+        }
+        return new String(segment.asSlice(REASON + 4, length).toArray(ValueLayout.JAVA_BYTE),
+            java.nio.charset.StandardCharsets.UTF_8);
     }
 
     /** The CPU the owner last gave up in a direct-path wait, or -1 when unknown. */

@@ -1,5 +1,6 @@
 package io.jccl.collectives.direct;
 
+import io.jccl.collectives.CollectiveException;
 import io.jccl.collectives.core.WaitPolicy;
 import io.jccl.collectives.memory.Allocations;
 import io.jccl.collectives.message.DeviceResources;
@@ -272,7 +273,15 @@ public final class DirectPath implements AutoCloseable {
                 + "died)");
         }
         if (status != 0) {
-            throw messagePath.peerFailed(p, "rank " + p.rank() + " aborted its communicator");
+            int origin = ControlBlockFlyweight.abortOrigin(status);
+            String reason = c.abortReason();
+            String message = "rank " + p.rank() + " aborted its communicator: " + reason;
+            if (origin >= 0 && origin != p.rank() && origin < size) {
+                messagePath.peerFailed(p, message); // recorded for p; the error names the origin
+                throw new CollectiveException.PeerFailure(origin, "rank " + origin + " failed first;"
+                    + " rank " + p.rank() + " gave up because of it: " + reason);
+            }
+            throw messagePath.peerFailed(p, message);
         }
     }
 
@@ -284,11 +293,14 @@ public final class DirectPath implements AutoCloseable {
         }
     }
 
-    /** Marks this rank aborted for its peers (before the message path breaks the links). */
-    public void markAborted() {
+    /**
+     * Marks this rank aborted for its peers, because of rank {@code originRank} (this rank, or the peer it lost)
+     * and {@code reason}, before the message path breaks the links.
+     */
+    public void markAborted(int originRank, String reason) {
         try {
             if (control.isValid()) {
-                self.markAborted();
+                self.markAborted(originRank, reason);
             }
         } catch (RuntimeException ignored) {
             // already released

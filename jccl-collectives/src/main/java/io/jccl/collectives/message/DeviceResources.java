@@ -4,6 +4,7 @@ import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.Context;
 import io.jccl.verbs.LinkLayer;
 import io.jccl.verbs.ProtectionDomain;
+import io.jccl.verbs.Reach;
 import io.jccl.verbs.Verbs;
 
 /**
@@ -39,9 +40,12 @@ public final class DeviceResources implements AutoCloseable {
         this.inlineBytes = inlineBytes;
     }
 
-    /** Opens device {@code name} with a completion queue of {@code cqCapacity} (or the device's maximum). */
-    public static DeviceResources open(String name, int cqCapacity) {
-        Context context = Verbs.device(name).open();
+    /**
+     * Opens device {@code name} for peers within {@code peers} (a network device may then listen on loopback only)
+     * with a completion queue of {@code cqCapacity} (or the device's maximum).
+     */
+    public static DeviceResources open(String name, int cqCapacity, Reach peers) {
+        Context context = Verbs.device(name).open(peers);
         try {
             ProtectionDomain pd = context.allocateProtectionDomain();
             int capacity = Math.min(cqCapacity, context.query().maxCompletionQueueEntries());

@@ -22,6 +22,7 @@ import io.jccl.verbs.WorkCompletionStatus;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.LinkedHashMap;
@@ -49,6 +50,13 @@ public final class MessagePath implements AutoCloseable {
     /** Clear-to-send descriptors per peer (after the inbox slots; one is outstanding at a time) and their size. */
     static final int CTS_SLOTS = 2;
     static final int CTS_BYTES = 64;
+    /**
+     * Abort notice (see {@link #abortLinks}): a WRITE WITH IMM of type {@link #IMM_WINDOW} with this bit set (window
+     * ids stay below 2^16) and the originating rank in bits 0-23, whose payload, the reason, lands in the abort box
+     * after the clear-to-send descriptors: length (int) then UTF-8 text.
+     */
+    static final int IMM_ABORT_NOTICE = 1 << 29;
+    static final int ABORT_BYTES = 256;
     /** Descriptor: signature (chunk length -1), then transfer length, destination address (0: send eager), rkey. */
     static final long CTS_LENGTH = Signature.BYTES;
     static final long CTS_ADDRESS = CTS_LENGTH + 8;
@@ -61,6 +69,8 @@ public final class MessagePath implements AutoCloseable {
      * is reaped by a later poll, and the send queue depth bounds how many are outstanding ({@link #canSend}).
      */
     static final long WR_SEND_COPIED = 3;
+    /** An abort notice: not counted among the sends (it goes out as the links break). */
+    static final long WR_NOTICE = 4;
     /** How long closing waits for outstanding sends (see {@link #drainSends}). */
     public static final long DRAIN_NS = 2_000_000_000L;
 
@@ -146,10 +156,10 @@ public final class MessagePath implements AutoCloseable {
                 .withDepths(sendDepth, receiveDepth).withMaxInlineData(p.device.inlineBytes());
             p.qp = p.device.protectionDomain().createQueuePair(attrs);
             // Inbox slots, then the clear-to-send descriptors this peer writes; chunk headers, then outgoing ones.
-            p.inbox = p.device.protectionDomain().allocateMemory((long) slots * p.slotBytes + CTS_SLOTS * CTS_BYTES,
+            p.inbox = p.device.protectionDomain().allocateMemory(abortBoxOffset(p) + ABORT_BYTES,
                 AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ);
             p.headers = p.device.protectionDomain().allocateMemory(
-                (long) slots * Signature.BYTES + CTS_SLOTS * CTS_BYTES, AccessFlag.LOCAL_WRITE);
+                (long) slots * Signature.BYTES + CTS_SLOTS * CTS_BYTES + ABORT_BYTES, AccessFlag.LOCAL_WRITE);
             p.qp.modify(QueuePairAttributes.toInit(AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE,
                 AccessFlag.REMOTE_READ));
             for (int i = 0; i < receiveDepth; i++) {
@@ -245,6 +255,11 @@ public final class MessagePath implements AutoCloseable {
         return send.wrId(((long) p.rank << 32) | (copied ? WR_SEND_COPIED : WR_SEND))
             .opcode(SendOpcode.RDMA_WRITE_WITH_IMM)
             .flags(copied ? SendFlag.SIGNALED | SendFlag.INLINE : SendFlag.SIGNALED);
+    }
+
+    /** Offset in this rank's inbox of {@code p} of the abort box (after the clear-to-send descriptors). */
+    private long abortBoxOffset(Peer p) {
+        return (long) slots * p.slotBytes + CTS_SLOTS * CTS_BYTES;
     }
 
     /** Offset in this rank's inbox of {@code p} of the clear-to-send descriptor number {@code index}. */
@@ -404,6 +419,9 @@ public final class MessagePath implements AutoCloseable {
                 p.sendsAwaited--;
             }
         }
+        if (kind == WR_NOTICE) {
+            return; // this rank is failing anyway
+        }
         if (!wc.isSuccess()) {
             String why = wc.status() == WorkCompletionStatus.WR_FLUSH_ERR
                 ? "its queue pair is in ERROR (process died, aborted, closed or connection lost)"
@@ -438,9 +456,13 @@ public final class MessagePath implements AutoCloseable {
                 p.credited += imm & (RDV_PIECE - 1);
             }
             case IMM_WINDOW -> {
-                int w = imm & 0xFFFF;
-                if (w < windowSignals.length && windowSignals[w] != null) {
-                    windowSignals[w][p.rank]++;
+                if ((imm & IMM_ABORT_NOTICE) != 0) {
+                    onAbortNotice(p, imm & 0xFF_FFFF);
+                } else {
+                    int w = imm & 0xFFFF;
+                    if (w < windowSignals.length && windowSignals[w] != null) {
+                        windowSignals[w][p.rank]++;
+                    }
                 }
             }
             default -> {
@@ -460,12 +482,40 @@ public final class MessagePath implements AutoCloseable {
 
     // ------------------------------------------------------------------------------------------------ health
 
-    /** Records that {@code p} failed (the first reason sticks) and returns the error to throw. */
+    /**
+     * Records that {@code p} failed (the first reason sticks) and returns the error to throw. When {@code p} said
+     * before it broke its links that it gave up because of another rank (its abort notice), the error names that
+     * rank, the origin, with {@code p}'s reason: the neighbours of a dead rank report the dead rank, not each other.
+     */
     public CollectiveException.PeerFailure peerFailed(Peer p, String message) {
-        if (p.failure == null) {
-            p.failure = message;
+        String notice = p.abortNotice;
+        int origin = notice == null ? p.rank : p.abortOrigin;
+        String full;
+        if (notice == null) {
+            full = message;
+        } else if (origin == p.rank) {
+            full = message + "; rank " + p.rank + " had given up: " + notice;
+        } else {
+            full = "rank " + origin + " failed first (rank " + p.rank + " gave up because of it: " + notice + "); "
+                + message;
         }
-        return new CollectiveException.PeerFailure(p.rank, message);
+        if (p.failure == null) {
+            p.failure = full;
+        }
+        return new CollectiveException.PeerFailure(origin, full);
+    }
+
+    /** Peer {@code p} wrote its abort notice: it gives up because of rank {@code origin}, for the reason in the box. */
+    private void onAbortNotice(Peer p, int origin) {
+        MemorySegment box = p.inbox.segment().asSlice(abortBoxOffset(p), ABORT_BYTES);
+        int length = box.get(ValueLayout.JAVA_INT_UNALIGNED, 0);
+        String reason = length > 0 && length <= ABORT_BYTES - 4
+            ? new String(box.asSlice(4, length).toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8) : "(no reason)";
+        p.abortOrigin = origin >= 0 && origin < peers.length ? origin : p.rank;
+        p.abortNotice = reason;
+        if (p.broken == null) {
+            p.broken = "rank " + p.rank + " aborted its links";
+        }
     }
 
     /**
@@ -474,15 +524,18 @@ public final class MessagePath implements AutoCloseable {
      */
     public void checkPeer(Peer p) {
         if (p.failure != null) {
-            throw new CollectiveException.PeerFailure(p.rank, p.failure);
-        }
-        if (p.broken != null) {
-            throw peerFailed(p, p.broken);
+            throw new CollectiveException.PeerFailure(p.abortNotice == null ? p.rank : p.abortOrigin, p.failure);
         }
         QueuePairState s = p.qp.state();
-        if (s == QueuePairState.ERROR) {
-            throw peerFailed(p, "rank " + p.rank + " is unreachable: queue pair to it is in ERROR (process died, "
-                + "aborted, closed or connection lost)");
+        if (p.broken != null || s == QueuePairState.ERROR) {
+            // The added checks first: the direct path's status word says who failed first and why, which a
+            // broken link alone does not.
+            PeerCheck extra = extraCheck;
+            if (extra != null) {
+                extra.check(p);
+            }
+            throw peerFailed(p, p.broken != null ? p.broken : "rank " + p.rank + " is unreachable: queue pair to it"
+                + " is in ERROR (process died, aborted, closed or connection lost)");
         }
         if (p.sameHost && p.pid > 0 && p.pid != ProcessIds.self()) {
             boolean alive = ProcessHandle.of(p.pid).map(ProcessHandle::isAlive).orElse(false);
@@ -496,11 +549,26 @@ public final class MessagePath implements AutoCloseable {
         }
     }
 
-    /** Moves every QP to ERROR so peers notice (this rank failed or was aborted). */
-    public void abortLinks() {
+    /**
+     * Tells every peer why this rank gives up, then moves every QP to ERROR so peers notice (this rank failed or was
+     * aborted). The notice, a WRITE WITH IMM into the peer's abort box, carries the rank the failure started with
+     * ({@code originRank}: a dead peer, or this rank) and the reason: it travels on the links themselves, ahead of
+     * the error they then show, so a peer learns the origin even when the store (rank 0's) died with it. Best
+     * effort, from any thread (abort()).
+     */
+    public void abortLinks(int originRank, String reason) {
+        byte[] text = reason == null ? new byte[0] : reason.getBytes(StandardCharsets.UTF_8);
+        int length = Math.min(text.length, ABORT_BYTES - 4);
         for (Peer p : peers) {
             if (p == null || p.qp == null) {
                 continue;
+            }
+            try {
+                if (p.qp.state() == QueuePairState.READY_TO_SEND && p.sendsOutstanding < sendDepth - 1) {
+                    sendAbortNotice(p, originRank, text, length);
+                }
+            } catch (RuntimeException ignored) {
+                // best effort: the error state below still tells the peer that this rank is gone
             }
             try {
                 if (p.qp.state() != QueuePairState.ERROR && p.qp.state() != QueuePairState.RESET) {
@@ -510,6 +578,22 @@ public final class MessagePath implements AutoCloseable {
                 // best effort
             }
         }
+    }
+
+    private void sendAbortNotice(Peer p, int originRank, byte[] text, int length) {
+        MemorySegment h = p.headers.segment();
+        long at = (long) slots * Signature.BYTES + CTS_SLOTS * CTS_BYTES;
+        h.set(ValueLayout.JAVA_INT_UNALIGNED, at, length);
+        MemorySegment.copy(text, 0, h, ValueLayout.JAVA_BYTE, at + 4, length);
+        // its own work request: abort() may run on any thread while an operation's thread uses the shared one
+        SendWorkRequest notice = new SendWorkRequest(1);
+        boolean inline = 4 + length <= p.device.inlineBytes();
+        notice.wrId(((long) p.rank << 32) | WR_NOTICE).opcode(SendOpcode.RDMA_WRITE_WITH_IMM)
+            .flags(inline ? SendFlag.SIGNALED | SendFlag.INLINE : SendFlag.SIGNALED)
+            .remote(p.remoteInboxAddress + abortBoxOffset(p), p.remoteInboxRkey)
+            .immediateData((IMM_WINDOW << 30) | IMM_ABORT_NOTICE | (originRank & 0xFF_FFFF))
+            .local(p.headers, at, 4 + length);
+        p.qp.postSend(notice);
     }
 
     /** One line per peer: device, why, direct mapping, the flow-control counters, a failure (for dumps). */

@@ -48,6 +48,9 @@ public final class Peer {
     private long p2pRecvSeq;
 
     volatile String failure;
+    /** The rank this peer's abort notice named as the origin of the failure, and its reason (null: none came). */
+    volatile int abortOrigin = -1;
+    volatile String abortNotice;
     /** Set when the QP reported an error on a receive (peer gone); fatal only if this peer is still needed. */
     volatile String broken;
 

@@ -71,8 +71,10 @@ import javax.crypto.spec.SecretKeySpec;
  * A client of another protocol version gets an ERROR naming both versions.
  *
  * <p>Why a selector and not a thread per connection: the latter costs a thread (~0.4 MB) per connection and a thread
- * held for the whole deadline of every blocking request, including abandoned ones; a selector costs ~2 ms more at
- * start-up (measured, cold JVM) and nothing per connection. Threads are platform daemon threads, not virtual ones:
+ * held for the whole deadline of every blocking request, including abandoned ones; the selector and the handshake
+ * cost a few milliseconds more at start-up (server, first client and a set/get in a cold JVM that has loaded what a
+ * job loads anyway: 37.0 -> 47.9 and 43.0 -> 45.6 ms medians in two series, {@code StoreStartupBench}) and nothing
+ * per connection. Threads are platform daemon threads, not virtual ones:
  * with virtual threads the rank JVMs took ~300 ms longer to exit after their shutdown hooks (launch wall of 2 ranks
  * 754 -> 451 ms measured).
  */
@@ -106,6 +108,7 @@ public final class TcpStoreServer implements AutoCloseable {
     private static final long ACCEPT_BACKOFF_MAX_NS = TimeUnit.SECONDS.toNanos(1);
     private static final int READ_WINDOW = 64 << 10;
     private static final int MAX_REQUESTS_PER_WAKEUP = 32;
+    private static final ByteBuffer[] NO_BUFFERS = new ByteBuffer[0];
 
     /**
      * The server's secret and limits. The defaults never bother a real job; each is settable through
@@ -310,7 +313,8 @@ public final class TcpStoreServer implements AutoCloseable {
      * clients of this host connect to): that address only;</li>
      * <li>otherwise all interfaces: an address that is not this host's (a NAT or service address, as in
      * containers), a name that resolves to a loopback address here but not elsewhere (Debian's 127.0.1.1 host
-     * entry), or a name that does not resolve yet. {@link #forStore} logs which and why.</li>
+     * entry), or a name that does not resolve yet. {@link #forStore} logs which and why (a warning when it listens
+     * on all interfaces without a secret).</li>
      * </ul>
      */
     public static InetAddress bindAddressFor(String storeHost, String bindSetting) {
@@ -325,7 +329,16 @@ public final class TcpStoreServer implements AutoCloseable {
     }
 
     private static boolean isLiteral(String host) {
-        return host.indexOf(':') >= 0 || host.chars().allMatch(c -> c == '.' || (c >= '0' && c <= '9'));
+        if (host.indexOf(':') >= 0) {
+            return true;
+        }
+        for (int i = 0; i < host.length(); i++) {
+            char c = host.charAt(i);
+            if (c != '.' && (c < '0' || c > '9')) {
+                return false;
+            }
+        }
+        return true;
     }
 
     private static BindChoice chooseBind(String storeHost, String bindSetting) {
@@ -372,7 +385,7 @@ public final class TcpStoreServer implements AutoCloseable {
     /**
      * Starts the server for a store at {@code storeHost:port} with {@link #bindAddressFor}'s choice; an address that
      * is not this host's after all (binding it fails with "cannot assign") falls back to all interfaces. Logs the
-     * choice (INFO, INIT).
+     * choice (INFO, INIT; a warning when it listens on all interfaces without a secret).
      */
     public static TcpStoreServer forStore(String storeHost, int port, String bindSetting, Settings settings) {
         BindChoice choice = chooseBind(storeHost, bindSetting);
@@ -391,8 +404,10 @@ public final class TcpStoreServer implements AutoCloseable {
             s = new TcpStoreServer(null, port, settings);
         }
         Log log = Log.get();
-        if (log.enabled(Log.Level.INFO, Log.Subsys.INIT)) {
-            log.info(-1, Log.Subsys.INIT, s.where + " listening (" + choice.why + "; "
+        // All interfaces without a secret is what an operator must hear about; anything else is INFO.
+        Log.Level level = choice.address == null && settings.secret() == null ? Log.Level.WARN : Log.Level.INFO;
+        if (log.enabled(level, Log.Subsys.INIT)) {
+            log.log(level, -1, Log.Subsys.INIT, s.where + " listening (" + choice.why + "; "
                 + (settings.secret() != null ? "clients authenticate with JCCL_AUTH_SECRET" : "no JCCL_AUTH_SECRET: "
                 + "any process that reaches the port can read and change keys") + ")");
         }
@@ -491,13 +506,13 @@ public final class TcpStoreServer implements AutoCloseable {
         try {
             while (!closed) {
                 long now = System.nanoTime();
-                long waitNs = nextTimerNs(now) - now;
-                if (waitNs <= 0) {
-                    selector.selectNow();
-                } else if (waitNs == Long.MAX_VALUE - now) {
+                long next = nextTimerNs(now);
+                if (next == Long.MAX_VALUE) {
                     selector.select();
+                } else if (next - now <= 0) {
+                    selector.selectNow();
                 } else {
-                    selector.select(Math.max(1, TimeUnit.NANOSECONDS.toMillis(waitNs + 999_999)));
+                    selector.select(Math.max(1, TimeUnit.NANOSECONDS.toMillis(next - now + 999_999)));
                 }
                 if (closed) {
                     break;
@@ -967,7 +982,7 @@ public final class TcpStoreServer implements AutoCloseable {
             return;
         }
         while (!c.out.isEmpty()) {
-            long n = c.ch.write(c.out.toArray(ByteBuffer[]::new));
+            long n = c.ch.write(c.out.toArray(NO_BUFFERS));
             if (n > 0) {
                 c.lastActiveNs = System.nanoTime();
             }
@@ -979,6 +994,11 @@ public final class TcpStoreServer implements AutoCloseable {
             }
         }
         if (c.out.isEmpty() && c.closeAfterFlush) {
+            try {
+                drain(c.ch);
+            } catch (IOException ignored) {
+                // closing anyway
+            }
             closeConnection(c);
             return;
         }
@@ -1283,7 +1303,12 @@ public final class TcpStoreServer implements AutoCloseable {
 
     private void register(Waiter w) {
         w.waitingOn = w.keys.get(w.next);
-        waitersByKey.computeIfAbsent(w.waitingOn, k -> new LinkedHashSet<>()).add(w);
+        LinkedHashSet<Waiter> set = waitersByKey.get(w.waitingOn);
+        if (set == null) {
+            set = new LinkedHashSet<>();
+            waitersByKey.put(w.waitingOn, set);
+        }
+        set.add(w);
     }
 
     private void unregister(Waiter w) {

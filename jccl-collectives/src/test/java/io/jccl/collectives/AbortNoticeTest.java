@@ -1,0 +1,147 @@
+package io.jccl.collectives;
+
+import io.jccl.collectives.store.Store;
+import org.junit.jupiter.api.Test;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The rank that gave up first travels with the broken links: when the store is gone (it lives in rank 0, which may
+ * be the rank that died), every survivor still names the origin and its reason, including ranks that never talked
+ * to it and only saw a neighbour's links break.
+ */
+class AbortNoticeTest {
+    /** A store that stops answering once severed, as when the rank hosting it dies. */
+    static final class Severable implements Store {
+        final Store inner;
+        volatile boolean severed;
+
+        Severable(Store inner) {
+            this.inner = inner;
+        }
+
+        private void check() {
+            if (severed) {
+                throw new IllegalStateException("store unreachable (severed by the test)");
+            }
+        }
+
+        @Override
+        public void set(String key, byte[] value, long t) {
+            check();
+            inner.set(key, value, t);
+        }
+
+        @Override
+        public byte[] get(String key, long t) {
+            check();
+            return inner.get(key, t);
+        }
+
+        @Override
+        public long add(String key, long delta, long t) {
+            check();
+            return inner.add(key, delta, t);
+        }
+
+        @Override
+        public void waitFor(List<String> keys, long t) {
+            check();
+            inner.waitFor(keys, t);
+        }
+
+        @Override
+        public boolean compareAndSet(String key, byte[] expected, byte[] desired, long t) {
+            check();
+            return inner.compareAndSet(key, expected, desired, t);
+        }
+
+        @Override
+        public boolean delete(String key, long t) {
+            check();
+            return inner.delete(key, t);
+        }
+
+        @Override
+        public boolean check(String key, long t) {
+            check();
+            return inner.check(key, t);
+        }
+
+        @Override
+        public String describe() {
+            return "severable " + inner.describe();
+        }
+
+        @Override
+        public void close() {
+        }
+    }
+
+    private static final String REASON = "checkpoint disk full";
+    private static final int ORIGIN = 1;
+
+    @Test
+    void shouldNameTheOriginOverTheMessagePath() {
+        everySurvivorNamesTheOrigin(CommunicatorOptions.defaults().withTransports("tcp0").withShmDisabled(true)
+            .withDirectDisabled(true).withTimeout(Duration.ofSeconds(20)));
+    }
+
+    @Test
+    void shouldNameTheOriginOverTheDirectPath() {
+        everySurvivorNamesTheOrigin(Ranks.loop());
+    }
+
+    private static void everySurvivorNamesTheOrigin(CommunicatorOptions options) {
+        int n = 4;
+        Map<Integer, Throwable> failures = new ConcurrentHashMap<>();
+        Severable[] stores = new Severable[1];
+        Ranks.runWith(n, (s, r, size) -> {
+            synchronized (stores) {
+                if (stores[0] == null) {
+                    stores[0] = new Severable(s);
+                }
+            }
+            return Communicator.create(stores[0], r, size, options);
+        }, c -> {
+            int count = 1 << 18;
+            try (Arena arena = Arena.ofConfined()) {
+                MemorySegment buf = arena.allocate(4L * count, 64);
+                c.barrier();
+                if (c.rank() == ORIGIN) {
+                    stores[0].severed = true;
+                    c.abort(REASON);
+                    return;
+                }
+                try {
+                    for (int i = 0; i < 100; i++) {
+                        c.allReduce(buf, buf, count, DataType.FLOAT32, ReduceOp.SUM);
+                    }
+                } catch (CollectiveException e) {
+                    failures.put(c.rank(), e);
+                }
+            }
+        });
+        for (int r = 0; r < n; r++) {
+            if (r == ORIGIN) {
+                continue;
+            }
+            Throwable e = failures.get(r);
+            assertNotNull(e, "rank " + r + " should have failed");
+            CollectiveException.PeerFailure pf = assertInstanceOf(CollectiveException.PeerFailure.class, e,
+                "rank " + r + ": " + e);
+            assertEquals(ORIGIN, pf.rank(), "rank " + r + " names the wrong rank: " + e.getMessage());
+            assertTrue(e.getMessage().contains(REASON), "rank " + r + " lost the reason: " + e.getMessage());
+        }
+    }
+}
