@@ -25,6 +25,9 @@ import java.util.Locale;
  * <tr><td>JCCL_DIRECT_BYTES</td><td>direct staging size per round (default 1 MiB, twice that allocated)</td></tr>
  * <tr><td>JCCL_ALGO</td><td>algorithm filter, NCCL syntax (allreduce:ring;broadcast:^tree)</td></tr>
  * <tr><td>JCCL_JOB_ID</td><td>job identity every rank must present (default from the launcher, else "default")</td></tr>
+ * <tr><td>JCCL_PEER_TIMEOUT</td><td>how long a link to a peer may stay silent (nothing acknowledged, no answer
+ * to the transport's probes) before the peer is failed (default 30 s, never more than JCCL_TIMEOUT); a peer that is
+ * alive but slow to join a call is waited for until JCCL_TIMEOUT</td></tr>
  * <tr><td>JCCL_AUTH_SECRET</td><td>shared secret: ranks prove knowledge with an HMAC when joining</td></tr>
  * <tr><td>JCCL_FLIGHT_RECORDER</td><td>operations kept by the flight recorder (default 256)</td></tr>
  * <tr><td>JCCL_HOST_ID</td><td>overrides the host identity (boot id + host name); tests use it to fake hosts</td></tr>
@@ -35,6 +38,14 @@ import java.util.Locale;
  */
 public final class CommunicatorOptions {
     private long timeoutNs = Duration.ofMinutes(10).toNanos();
+    /** Link silence that fails a peer; -1: {@link #DEFAULT_PEER_TIMEOUT_NS} capped by the timeout. */
+    private long peerTimeoutNs = -1;
+    /**
+     * Default link silence that fails a peer: above the longest stop-the-world pauses a tuned JVM sees (and above
+     * NCCL's default over InfiniBand, 4.3 s × 8 retries ≈ 34 s, which it is close to), far below the operation
+     * deadline, so a lost host or partition is named in about half a minute rather than ten.
+     */
+    static final long DEFAULT_PEER_TIMEOUT_NS = 30_000_000_000L;
     private String transports = "";
     private boolean shmDisabled;
     private boolean directDisabled;
@@ -68,6 +79,10 @@ public final class CommunicatorOptions {
         String timeout = Config.value("JCCL_TIMEOUT");
         if (timeout != null && !timeout.isBlank()) {
             o.timeoutNs = parseDurationNs(timeout, "JCCL_TIMEOUT");
+        }
+        String peerTimeout = Config.value("JCCL_PEER_TIMEOUT");
+        if (peerTimeout != null && !peerTimeout.isBlank()) {
+            o.peerTimeoutNs = parseDurationNs(peerTimeout, "JCCL_PEER_TIMEOUT");
         }
         o.transports = Config.value("JCCL_TRANSPORT", "");
         o.shmDisabled = Config.value("JCCL_SHM_DISABLE", "0").equals("1");
@@ -127,6 +142,7 @@ public final class CommunicatorOptions {
     private CommunicatorOptions copy() {
         CommunicatorOptions o = new CommunicatorOptions();
         o.timeoutNs = timeoutNs;
+        o.peerTimeoutNs = peerTimeoutNs;
         o.transports = transports;
         o.shmDisabled = shmDisabled;
         o.directDisabled = directDisabled;
@@ -162,12 +178,31 @@ public final class CommunicatorOptions {
         if (timeoutNs <= 0) {
             throw new IllegalArgumentException("timeout must be positive");
         }
+        if (peerTimeoutNs == 0 || peerTimeoutNs < -1) {
+            throw new IllegalArgumentException("peer timeout must be positive");
+        }
         return this;
     }
 
     /** Deadline of every blocking wait, ns. */
     public long timeoutNs() {
         return timeoutNs;
+    }
+
+    /**
+     * How long a link to a peer may stay silent before the peer is failed, ns: the transports' acknowledgement
+     * timeout (queue pair timeout and retry count) and, where the transport probes idle links, their liveness
+     * limit. JCCL_PEER_TIMEOUT; default 30 s, never more than {@link #timeoutNs()}.
+     */
+    public long peerTimeoutNs() {
+        return Math.min(peerTimeoutNs < 0 ? DEFAULT_PEER_TIMEOUT_NS : peerTimeoutNs, timeoutNs);
+    }
+
+    /** A copy with another peer timeout (see {@link #peerTimeoutNs()}). */
+    public CommunicatorOptions withPeerTimeout(Duration timeout) {
+        CommunicatorOptions o = copy();
+        o.peerTimeoutNs = timeout.toNanos();
+        return o.validate();
     }
 
     /** A copy with another timeout. */

@@ -44,6 +44,42 @@ public final class MultiProcessMain {
                         }
                     }
                 }
+                case "timed" -> {
+                    // allReduce of ones for the given seconds after the first 20, checking every result
+                    try (Arena arena = Arena.ofConfined()) {
+                        long count = 1 << 14;
+                        MemorySegment buf = arena.allocate(count * 4);
+                        long iterations = 0;
+                        long endNs = Long.MAX_VALUE;
+                        long seconds = Long.parseLong(args[1]);
+                        MemorySegment flag = arena.allocate(8);
+                        while (true) {
+                            buf.fill((byte) 0);
+                            for (long i = 0; i < count; i++) {
+                                buf.setAtIndex(java.lang.foreign.ValueLayout.JAVA_FLOAT, i, 1f);
+                            }
+                            c.allReduce(buf, count, DataType.FLOAT32, ReduceOp.SUM);
+                            float got = buf.getAtIndex(java.lang.foreign.ValueLayout.JAVA_FLOAT, count - 1);
+                            if (got != c.size()) {
+                                throw new AssertionError("iteration " + iterations + ": " + got);
+                            }
+                            if (++iterations == 20) {
+                                System.out.println("RUNNING rank " + c.rank());
+                                System.out.flush();
+                                endNs = System.nanoTime() + seconds * 1_000_000_000L;
+                            }
+                            // agree on when to stop: rank 0's clock decides
+                            if (iterations % 16 == 0) {
+                                flag.set(java.lang.foreign.ValueLayout.JAVA_LONG, 0, System.nanoTime() >= endNs ? 1 : 0);
+                                c.broadcast(flag, 1, DataType.INT64, 0);
+                                if (flag.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0) == 1) {
+                                    break;
+                                }
+                            }
+                        }
+                        System.out.println("DONE rank " + c.rank() + " after " + iterations);
+                    }
+                }
                 case "bench" -> Bench.run(c, args);
                 default -> throw new IllegalArgumentException(mode);
             }

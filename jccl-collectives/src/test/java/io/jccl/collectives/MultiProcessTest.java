@@ -23,7 +23,8 @@ class MultiProcessTest {
         final List<Process> processes = new ArrayList<>();
         final Map<Integer, List<String>> output = new ConcurrentHashMap<>();
 
-        Job(int n, String mode, Map<String, String> extraEnv, boolean vectorModule) throws IOException {
+        Job(int n, String mode, Map<String, String> extraEnv, boolean vectorModule, String... args)
+            throws IOException {
             int port;
             try (ServerSocket s = new ServerSocket(0)) {
                 port = s.getLocalPort();
@@ -37,6 +38,7 @@ class MultiProcessTest {
                 }
                 cmd.addAll(List.of("-XX:+UseSerialGC", "-Xmx256m", "-cp", System.getProperty("java.class.path"),
                     MultiProcessMain.class.getName(), mode));
+                cmd.addAll(List.of(args));
                 ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
                 pb.environment().put("JCCL_RANK", Integer.toString(r));
                 pb.environment().put("JCCL_WORLD_SIZE", Integer.toString(n));
@@ -152,6 +154,69 @@ class MultiProcessTest {
                         assertTrue(job.output.get(r).contains("NAMED rank 0"), transport + " trial " + trial
                             + ": rank " + r + " should name rank 0:\n" + job.out(r));
                     }
+                }
+            }
+        }
+    }
+
+    /** Sends SIGSTOP or SIGCONT to {@code p}. */
+    private static void signal(Process p, String signal) throws Exception {
+        Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(p.pid())).inheritIO().start();
+        assertTrue(kill.waitFor(10, TimeUnit.SECONDS) && kill.exitValue() == 0, "kill -" + signal);
+    }
+
+    /**
+     * One failure-detection policy on every transport: a rank whose process stops running (SIGSTOP here; a long
+     * pause or starvation alike) for longer than JCCL_PEER_TIMEOUT is failed and named by every survivor, over tcp
+     * (its transport stops answering) and over shared memory (its heartbeat stops), not before the peer timeout
+     * and long before JCCL_TIMEOUT (60 s in these jobs). Before, tcp failed it after a fixed 10 s whatever the
+     * settings said and shared memory waited for JCCL_TIMEOUT.
+     */
+    @Test
+    void aStoppedRankIsFailedAfterThePeerTimeoutOnEveryTransport() throws Exception {
+        for (String transport : new String[] {"shm0"}) {
+            try (Job job = new Job(3, "loop", Map.of("JCCL_TRANSPORT", transport, "JCCL_PEER_TIMEOUT", "2s"),
+                true)) {
+                for (int r = 0; r < 3; r++) {
+                    assertTrue(job.waitForLine(r, "RUNNING", 60_000), transport + " rank " + r + ":\n" + job.out(r));
+                }
+                long stoppedNs = System.nanoTime();
+                signal(job.processes.get(1), "STOP");
+                for (int r : new int[] {0, 2}) {
+                    assertTrue(job.processes.get(r).waitFor(30, TimeUnit.SECONDS), transport + " rank " + r
+                        + " did not notice the stopped rank:\n" + job.out(r));
+                }
+                long detectedMs = (System.nanoTime() - stoppedNs) / 1_000_000;
+                for (int r : new int[] {0, 2}) {
+                    assertTrue(job.output.get(r).contains("NAMED rank 1"), transport + ": rank " + r
+                        + " should name rank 1:\n" + job.out(r));
+                }
+                System.out.println("SIGSTOP of rank 1 over " + transport + " (JCCL_PEER_TIMEOUT=2s): survivors "
+                    + "exited after " + detectedMs + " ms");
+                assertTrue(detectedMs >= 1_500, transport + ": failed after " + detectedMs + " ms, before the peer "
+                    + "timeout");
+                signal(job.processes.get(1), "CONT");
+            }
+        }
+    }
+
+    /** A stop shorter than JCCL_PEER_TIMEOUT is waited out on every transport: every result stays right. */
+    @Test
+    void aShortStopIsWaitedOutOnEveryTransport() throws Exception {
+        for (String transport : new String[] {"shm0", "tcp0"}) {
+            try (Job job = new Job(3, "timed", Map.of("JCCL_TRANSPORT", transport, "JCCL_PEER_TIMEOUT", "12s"),
+                true, "4")) {
+                for (int r = 0; r < 3; r++) {
+                    assertTrue(job.waitForLine(r, "RUNNING", 60_000), transport + " rank " + r + ":\n" + job.out(r));
+                }
+                signal(job.processes.get(1), "STOP");
+                Thread.sleep(3_000);
+                signal(job.processes.get(1), "CONT");
+                for (int r = 0; r < 3; r++) {
+                    assertTrue(job.processes.get(r).waitFor(60, TimeUnit.SECONDS), transport + " rank " + r
+                        + " hung:\n" + job.out(r));
+                    assertEquals(0, job.processes.get(r).exitValue(), transport + " rank " + r + ":\n" + job.out(r));
+                    assertTrue(job.waitForLine(r, "DONE", 1_000), transport + " rank " + r + ":\n" + job.out(r));
                 }
             }
         }

@@ -169,6 +169,44 @@ public final class QueuePairAttributes {
         return mark(QueuePairAttribute.RETRY_COUNT);
     }
 
+    /**
+     * How long a request may go unanswered before the QP moves to ERROR with {@code RETRY_EXC_ERR}, for the given
+     * codes: 4.096 µs × 2^timeout × (retryCount + 1); {@link Long#MAX_VALUE} for timeout 0 (infinite).
+     */
+    public static long linkTimeoutNs(int timeout, int retryCount) {
+        if (timeout == 0) {
+            return Long.MAX_VALUE;
+        }
+        return (4096L << timeout) * (retryCount + 1);
+    }
+
+    /**
+     * Sets {@link #timeout(int)} and {@link #retryCount(int)} to the smallest pair whose {@link #linkTimeoutNs(int,
+     * int) link timeout} is at least {@code ns} (within 25 %: the retry count refines the power of two); 0 or
+     * {@link Long#MAX_VALUE} means infinite (timeout 0). Beyond the largest code (about 9.8 h × 8) it saturates.
+     */
+    public QueuePairAttributes linkTimeoutNs(long ns) {
+        if (ns <= 0 || ns == Long.MAX_VALUE) {
+            timeout(0);
+            return retryCount(7);
+        }
+        int bestTimeout = 31;
+        int bestRetry = 7;
+        long best = Long.MAX_VALUE;
+        for (int t = 1; t <= 31; t++) {
+            for (int r = 0; r <= 7; r++) {
+                long total = linkTimeoutNs(t, r);
+                if (total >= ns && total < best) {
+                    best = total;
+                    bestTimeout = t;
+                    bestRetry = r;
+                }
+            }
+        }
+        timeout(bestTimeout);
+        return retryCount(bestRetry);
+    }
+
     /** RNR retry count (0..7, 7 = infinite). */
     public int rnrRetry() {
         return rnrRetry;

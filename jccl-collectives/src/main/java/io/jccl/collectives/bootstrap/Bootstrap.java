@@ -129,12 +129,13 @@ public final class Bootstrap {
                     e.getValue().close();
                 }
             }
-            messagePath = new MessagePath(rank, options.slots(), peers, used.values(), allocations);
+            messagePath = new MessagePath(rank, options.slots(), peers, used.values(), allocations,
+                options.peerTimeoutNs());
             boolean wantDirect = size > 1 && allSameHost && used.size() == 1 && !options.directDisabled();
             DeviceResources directDevice = wantDirect ? used.values().iterator().next() : null;
             if (wantDirect) {
                 directPath = new DirectPath(rank, size, directDevice, options.directBytes(), messagePath, store,
-                    options.timeoutNs(), waits);
+                    options.timeoutNs(), options.peerTimeoutNs(), waits);
             }
             messagePath.createQueuePairs();
             boolean mapped = connect(store, rank, messagePath, directPath, directDevice, deadlineNs);

@@ -14,6 +14,7 @@ import java.lang.invoke.VarHandle;
  *    0  (reserved)
  *    8  status            long   0 running, 1 aborted or failed (peers' health checks read it)
  *   64  waiting CPU       int    1 + the CPU the collective thread last gave up in a wait, 0 unknown (own line)
+ *  128  heartbeat         long   advanced by the process's heartbeat thread while it runs (own line)
  *  256  input descriptors        two (by barrier epoch parity) of 32 bytes: mode (0 staged, 1 allocation), id, offset
  *  320  output descriptors       two of 32 bytes: mode, id, offset, flags (separate / in place)
  *  512  arrival records          two of 1152 bytes (18 cache lines): epoch (written last, with release), the
@@ -43,6 +44,7 @@ public final class ControlBlockFlyweight {
     private static final long REASON = 3072;
     private static final int REASON_BYTES = 1024;
     private static final long WAITING_CPU = 64;
+    private static final long HEARTBEAT = 128;
     private static final long INPUT_DESCRIPTORS = 256;
     private static final long OUTPUT_DESCRIPTORS = 320;
     private static final long DESCRIPTOR_LENGTH = 32;
@@ -94,6 +96,16 @@ public final class ControlBlockFlyweight {
         MemorySegment.copy(text, 0, segment, ValueLayout.JAVA_BYTE, REASON + 4, length);
         segment.set(ValueLayout.JAVA_INT, REASON, length);
         LONG.setRelease(segment, STATUS, 1L | ((long) (originRank + 1) << 32));
+    }
+
+    /** The owner's heartbeat: a count its process advances while it runs ({@link Heartbeat}). */
+    public long heartbeat() {
+        return (long) LONG.getOpaque(segment, HEARTBEAT);
+    }
+
+    /** Advances the heartbeat (the owner's heartbeat thread only). */
+    void beat() {
+        LONG.setOpaque(segment, HEARTBEAT, (long) LONG.get(segment, HEARTBEAT) + 1);
     }
 
     /** The rank an aborted owner named as the origin of its failure, or -1 (a status word from before it did). */

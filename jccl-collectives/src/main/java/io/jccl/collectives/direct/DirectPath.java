@@ -33,6 +33,13 @@ public final class DirectPath implements AutoCloseable {
     private final MessagePath messagePath;
     private final Store store;
     private final long timeoutNs;
+    /** A peer whose heartbeat has not moved for this long is failed (JCCL_PEER_TIMEOUT). */
+    private final long peerTimeoutNs;
+    /** Per peer: its heartbeat when last read, and when (local nanoTime) it was last seen to move (0: not yet). */
+    private final long[] peerBeat;
+    private final long[] peerBeatMovedNs;
+    /** Per peer: this rank's own heartbeat when the peer's was last seen to move. */
+    private final long[] ownBeatWhenMoved;
     private final MemoryRegion control;
     private final ControlBlockFlyweight self = new ControlBlockFlyweight();
     private final MemoryRegion staging;
@@ -56,17 +63,22 @@ public final class DirectPath implements AutoCloseable {
     /**
      * Allocates this rank's control block and a staging buffer of two halves of {@code stagingBytes} on
      * {@code device}, for {@code rank} among {@code size} ranks whose message path is {@code messagePath}; the
-     * store publishes allocations ({@link #publishAllocation}); the barriers wait with {@code waits}.
+     * store publishes allocations ({@link #publishAllocation}); the barriers wait with {@code waits}. A peer whose
+     * heartbeat stands still for {@code peerTimeoutNs} is failed.
      */
     @SuppressWarnings("unchecked")
     public DirectPath(int rank, int size, DeviceResources device, long stagingBytes, MessagePath messagePath,
-                      Store store, long timeoutNs, WaitPolicy waits) {
+                      Store store, long timeoutNs, long peerTimeoutNs, WaitPolicy waits) {
         this.rank = rank;
         this.waits = waits;
         this.size = size;
         this.messagePath = messagePath;
         this.store = store;
         this.timeoutNs = timeoutNs;
+        this.peerTimeoutNs = peerTimeoutNs;
+        this.peerBeat = new long[size];
+        this.peerBeatMovedNs = new long[size];
+        this.ownBeatWhenMoved = new long[size];
         this.stagingBytes = stagingBytes;
         control = device.protectionDomain().allocateMemory(ControlBlockFlyweight.LENGTH, AccessFlag.LOCAL_WRITE,
             AccessFlag.REMOTE_READ, AccessFlag.REMOTE_WRITE);
@@ -78,6 +90,7 @@ public final class DirectPath implements AutoCloseable {
             throw e;
         }
         self.wrap(control.segment());
+        Heartbeat.register(self, peerTimeoutNs);
         peerControl = new ControlBlockFlyweight[size];
         peerStaging = new MemorySegment[size];
         mapped = new Map[size];
@@ -283,7 +296,35 @@ public final class DirectPath implements AutoCloseable {
             }
             throw messagePath.peerFailed(p, message);
         }
+        checkHeartbeat(p, c);
     }
+
+    /**
+     * Fails {@code p} when its heartbeat has stood still for the peer timeout while this process's own heartbeat
+     * thread kept running (at least {@link #OWN_BEATS} beats): p's process is not running (stopped, frozen,
+     * starved). A pause of this process, or of the whole host, stops both and blames nobody.
+     */
+    private void checkHeartbeat(Peer p, ControlBlockFlyweight c) {
+        if (c == null) {
+            return;
+        }
+        int r = p.rank();
+        long beat = c.heartbeat();
+        long own = self.heartbeat();
+        long now = System.nanoTime();
+        if (peerBeatMovedNs[r] == 0 || beat != peerBeat[r]) {
+            peerBeat[r] = beat;
+            peerBeatMovedNs[r] = now;
+            ownBeatWhenMoved[r] = own;
+        } else if (now - peerBeatMovedNs[r] > peerTimeoutNs && own - ownBeatWhenMoved[r] >= OWN_BEATS) {
+            throw messagePath.peerFailed(p, "rank " + r + " has not run for " + (now - peerBeatMovedNs[r]) / 1_000_000
+                + " ms (process stopped, frozen in a pause or starved of CPU; JCCL_PEER_TIMEOUT is "
+                + peerTimeoutNs / 1_000_000 + " ms)");
+        }
+    }
+
+    /** Beats of this process (half a peer timeout) that must be seen while a peer's heartbeat stands still. */
+    static final int OWN_BEATS = 4;
 
     /** {@link #checkStatus} as a named class: a method reference would be spun into a class at start-up. */
     private final class StatusCheck implements MessagePath.PeerCheck {
@@ -309,6 +350,7 @@ public final class DirectPath implements AutoCloseable {
 
     @Override
     public void close() {
+        Heartbeat.unregister(self);
         MessagePath.closeQuietly(control);
         MessagePath.closeQuietly(staging);
     }

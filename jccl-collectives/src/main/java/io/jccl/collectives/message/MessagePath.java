@@ -93,16 +93,20 @@ public final class MessagePath implements AutoCloseable {
     private final int receiveDepth;
     private final int sendDepth;
     private volatile PeerCheck extraCheck;
+    /** Link silence after which a transport fails the peer (JCCL_PEER_TIMEOUT). */
+    private final long peerTimeoutNs;
     /** Per-window, per-peer signal counts. */
     private long[][] windowSignals = new long[0][];
 
     /**
      * The message path of {@code rank} to {@code peers} (indexed by rank, null for this rank) over {@code devices},
-     * with {@code slots} inbox slots per peer; sends from {@code allocations} need no registration.
+     * with {@code slots} inbox slots per peer; sends from {@code allocations} need no registration. A link silent
+     * for {@code peerTimeoutNs} fails its peer (the queue pairs' timeout and retry count).
      */
     public MessagePath(int rank, int slots, Peer[] peers, Collection<DeviceResources> devices,
-                       Allocations allocations) {
+                       Allocations allocations, long peerTimeoutNs) {
         this.rank = rank;
+        this.peerTimeoutNs = peerTimeoutNs;
         this.slots = slots;
         this.peers = peers;
         for (DeviceResources d : devices) {
@@ -183,10 +187,10 @@ public final class MessagePath implements AutoCloseable {
         p.remoteInboxAddress = Long.parseUnsignedLong(record[1], 16);
         p.remoteInboxRkey = Integer.parseUnsignedInt(record[2], 16);
         p.qp.modify(QueuePairAttributes.toReadyToReceive(remote));
-        // Local ACK timeout 18 (4.096 us x 2^18 = 1.07 s) x 8 tries: ranks reach RTR seconds apart when the host is
-        // loaded (joining is a store round per peer), and a transport must not give up on a peer that is merely
-        // late. Dead peers are still found at once (lost connection, shm liveness) and by the engine's deadlines.
-        p.qp.modify(QueuePairAttributes.toReadyToSend(p.qp.initialPsn()).timeout(18));
+        // The link timeout (ACK timeout x tries) is the peer timeout: one setting for how long a silent link is
+        // tolerated, on every transport that acknowledges or probes (a peer that is merely late to a call is not
+        // silent: its transport still answers). Dead peers are found sooner (lost connection, process gone).
+        p.qp.modify(QueuePairAttributes.toReadyToSend(p.qp.initialPsn()).linkTimeoutNs(peerTimeoutNs));
         Log log = Log.get();
         if (log.enabled(Log.Level.INFO, Log.Subsys.NET)) {
             log.info(rank, Log.Subsys.NET, "QP 0x" + Integer.toHexString(p.qp.queuePairNumber()) + " on "
