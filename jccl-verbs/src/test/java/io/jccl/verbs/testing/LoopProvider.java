@@ -1,4 +1,4 @@
-package io.jccl.collectives.testing;
+package io.jccl.verbs.testing;
 
 import io.jccl.common.SecureIds;
 import io.jccl.verbs.AccessFlag;
@@ -35,12 +35,24 @@ import java.util.concurrent.locks.ReentrantLock;
 /**
  * A test-only, in-process verbs provider (device {@code loop0}): queue pairs of one JVM execute requests
  * synchronously at post time (or at the next poll when the responder has no receive posted). It lets the
- * collectives engine be tested without the shm/tcp providers; it supports SEND, RDMA WRITE (with immediate),
+ * collectives engine and the ConnectionManager be tested without the shm/tcp providers (the jccl-verbs test-jar
+ * carries it; a module's test resources register it as a provider where wanted); it supports SEND, RDMA WRITE (with immediate),
  * RDMA READ and {@code mapRemote} (the peer's region itself, since both sides share the process).
  */
 public final class LoopProvider implements VerbsProvider {
     static final Map<Integer, LoopQueuePair> QUEUE_PAIRS = new ConcurrentHashMap<>();
     static final ReentrantLock FABRIC = new ReentrantLock();
+
+    /** Queue pairs of {@code domain} still registered (a test's leak check). */
+    public static long queuePairCount(io.jccl.verbs.ProtectionDomain domain) {
+        long n = 0;
+        for (LoopQueuePair qp : QUEUE_PAIRS.values()) {
+            if (qp.protectionDomain() == domain) {
+                n++;
+            }
+        }
+        return n;
+    }
 
     @Override
     public String name() {
@@ -138,7 +150,7 @@ public final class LoopProvider implements VerbsProvider {
 
         @Override
         protected AbstractQueuePair newQueuePair(QueuePairInitAttributes attributes) {
-            return adopt(new LoopQueuePair(this, attributes));
+            return new LoopQueuePair(this, attributes); // createQueuePair adopts it
         }
     }
 
