@@ -8,13 +8,22 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
 
 /**
  * A queue pair's connection to its peer: the peer's queue-pair file and context file mapped into this process,
  * the peer's key table and the cache of the peer's region mappings. Used under the owning queue pair's lock.
  */
 final class PeerLink {
+    /** The peer's pid in its own PID namespace: usable here only when {@link #samePidNamespace}. */
     final long pid;
+    /** The peer process's owner id (its files' names, its lock file: its liveness, see {@link OwnerLock}). */
+    final long ownerId;
+    /**
+     * Whether the peer runs in this process's PID namespace (both known and equal), so that its pid names the same
+     * process here: cross-memory attach (private memory) addresses the peer by pid and is used only then.
+     */
+    final boolean samePidNamespace;
     final int queuePairNumber;
     final MemorySegment queuePairFile;
     final ShmKeyTable keys;
@@ -23,8 +32,9 @@ final class PeerLink {
     final int entrySize;
     final int maxSge;
     final long domainId;
-    final long startTime;
     final Doorbell doorbell;
+    /** Whether the peer process lives: its lock (see {@link LockProbe}). */
+    final LockProbe liveness;
     private final Arena arena;
     /**
      * The peer's TAIL as last read (owner QP lock): while HEAD stays below it the sender claims without reading
@@ -47,8 +57,16 @@ final class PeerLink {
         this.maxSge = queuePairFile.get(ValueLayout.JAVA_INT, QueuePairFile.MAX_SGE);
         this.entrySize = queuePairFile.get(ValueLayout.JAVA_INT, QueuePairFile.ENTRY_SIZE);
         this.domainId = queuePairFile.get(ValueLayout.JAVA_LONG, QueuePairFile.DOMAIN);
-        this.startTime = keys.ownerStartTime();
-        this.regions = new PeerRegionCache(pid, startTime);
+        this.ownerId = keys.ownerId();
+        long ns = keys.ownerPidNamespace();
+        this.samePidNamespace = ns != 0 && ns == ShmFiles.pidNamespace();
+        this.regions = new PeerRegionCache(pid, ownerId);
+        this.liveness = new LockProbe(lockFile(), ownerId, arena);
+    }
+
+    /** The peer's lock file (its liveness: see {@link OwnerLock}). */
+    Path lockFile() {
+        return ShmFiles.DIRECTORY.resolve(ShmFiles.lockName(pid, ownerId));
     }
 
     /**
@@ -68,9 +86,11 @@ final class PeerLink {
                 + Integer.toHexString(destQpNumber) + " differs from the endpoint's QPN 0x"
                 + Integer.toHexString(remote.queuePairNumber()));
         }
-        if (!ShmFiles.isAlive(address.pid(), ShmFiles.ownerStartTime(address.contextFile()))) {
+        long ownerId = ShmFiles.ownerId(address.contextFile());
+        if (OwnerLock.check(ShmFiles.DIRECTORY, address.pid(), ownerId) == OwnerLock.Owner.DEAD) {
             throw new VerbsException(VerbsException.Reason.CONNECTION, "shm peer process " + address.pid()
-                + " is not running");
+                + " is not running (its lock file " + ShmFiles.lockName(address.pid(), ownerId) + " is gone or "
+                + "unlocked)");
         }
         Arena arena = Arena.ofShared();
         try {
@@ -95,8 +115,7 @@ final class PeerLink {
             MemorySegment ctx = ShmFiles.mapExisting(ShmFiles.DIRECTORY.resolve(address.contextFile()),
                 ShmKeyTable.FILE_SIZE, arena);
             ShmKeyTable keys = new ShmKeyTable(ctx);
-            if (!keys.isWellFormed() || keys.ownerPid() != address.pid()
-                || keys.ownerStartTime() != ShmFiles.ownerStartTime(address.contextFile())) {
+            if (!keys.isWellFormed() || keys.ownerPid() != address.pid() || keys.ownerId() != ownerId) {
                 throw new VerbsException(VerbsException.Reason.REJECTED, "shm context file "
                     + address.contextFile() + " is not a context of process " + address.pid());
             }
@@ -153,6 +172,7 @@ final class PeerLink {
     }
 
     void close() {
+        liveness.close();
         regions.close();
         try {
             arena.close();

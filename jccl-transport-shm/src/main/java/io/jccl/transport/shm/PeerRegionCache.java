@@ -13,7 +13,7 @@ import java.nio.file.Path;
  */
 final class PeerRegionCache {
     private final long ownerPid;
-    private final long ownerStartTime;
+    private final long ownerId;
     private long[] ids = new long[16];
     private MemorySegment[] maps = new MemorySegment[16];
     private Arena[] arenas = new Arena[16];
@@ -21,9 +21,9 @@ final class PeerRegionCache {
     private int[] rkeys = new int[16];
     private int size;
 
-    PeerRegionCache(long ownerPid, long ownerStartTime) {
+    PeerRegionCache(long ownerPid, long ownerId) {
         this.ownerPid = ownerPid;
-        this.ownerStartTime = ownerStartTime;
+        this.ownerId = ownerId;
     }
 
     private static int home(long id, int mask) {
@@ -46,7 +46,7 @@ final class PeerRegionCache {
         if (fileId == 0) {
             return null;
         }
-        Path path = ShmFiles.DIRECTORY.resolve(ShmFiles.name(ownerPid, ownerStartTime, fileId, ShmFiles.REGION));
+        Path path = ShmFiles.DIRECTORY.resolve(ShmFiles.name(ownerPid, ownerId, fileId, ShmFiles.REGION));
         Arena arena = Arena.ofShared();
         MemorySegment mapping;
         try {

@@ -6,7 +6,7 @@ import java.util.HexFormat;
 
 /**
  * The provider-specific part of an shm {@link io.jccl.verbs.Endpoint}:
- * {@code shm1|<boot id>|<pid>|<context file>|<queue-pair file>|<token hex>}. The boot id identifies the host, so an
+ * {@code shm2|<boot id>|<pid>|<context file>|<queue-pair file>|<token hex>}. The boot id identifies the host, so an
  * endpoint from another host is refused with a clear message instead of failing on a missing file.
  *
  * @param bootId the owner's host identity
@@ -16,7 +16,8 @@ import java.util.HexFormat;
  * @param token random secret the queue-pair file must carry
  */
 public record ShmAddress(String bootId, long pid, String contextFile, String queuePairFile, long token) {
-    private static final String VERSION = "shm1";
+    /** Version 2: file names carry the owner id, not the start time (an older peer's endpoint is refused). */
+    private static final String VERSION = "shm2";
 
     /** The text form. */
     public String encode() {
@@ -46,7 +47,7 @@ public record ShmAddress(String bootId, long pid, String contextFile, String que
             || !ShmFiles.isValidName(address.queuePairFile, ShmFiles.QUEUE_PAIR)
             || ShmFiles.ownerPid(address.contextFile) != address.pid
             || ShmFiles.ownerPid(address.queuePairFile) != address.pid
-            || ShmFiles.ownerStartTime(address.contextFile) != ShmFiles.ownerStartTime(address.queuePairFile)) {
+            || ShmFiles.ownerId(address.contextFile) != ShmFiles.ownerId(address.queuePairFile)) {
             throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT,
                 "shm endpoint address names files the provider would not create: '" + text + "'");
         }

@@ -20,8 +20,9 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * An open shm device. Owns the context control file {@code jccl-<pid>-<random>-ctx}, which holds the shared rkey
- * table ({@link ShmKeyTable}) that peers consult for every one-sided request.
+ * An open shm device. Owns the context control file {@code jccl-<pid>-<owner id>-<random>-ctx}, which holds the
+ * shared rkey table ({@link ShmKeyTable}) that peers consult for every one-sided request. Opening and closing reap
+ * the files of dead processes ({@link ShmFiles#reap}).
  */
 public final class ShmContext extends AbstractContext {
     /** Largest message (completions report byte counts as int). */
@@ -47,6 +48,7 @@ public final class ShmContext extends AbstractContext {
     ShmContext(ShmDevice device) {
         super(device);
         // Why here: a process killed -9 never ran its shutdown hook; the next process to open the device cleans up.
+        // Only owners whose lock is free go (OwnerLock): live processes of other PID namespaces keep their files.
         ShmFiles.reap();
         MemorySegment file;
         try {
@@ -56,7 +58,7 @@ public final class ShmContext extends AbstractContext {
             throw e;
         }
         keyTable = new ShmKeyTable(file);
-        keyTable.format(ShmFiles.selfPid());
+        keyTable.format(ShmFiles.selfPid(), ShmFiles.selfOwnerId(), ShmFiles.pidNamespace());
         doorbell = new Doorbell(file);
         NativeWarmup.start();
         attributes = new DeviceAttributes(device.name(), ShmProvider.NAME, "shared memory (JCCL shm)", "1.0",
@@ -141,5 +143,7 @@ public final class ShmContext extends AbstractContext {
         }
         ShmFiles.delete(path);
         arena.close();
+        // Leftovers of processes killed while this context ran go now, not at some later job's open.
+        ShmFiles.reap();
     }
 }

@@ -16,9 +16,10 @@ import java.lang.invoke.VarHandle;
  * release store; a peer's next lookup sees it.
  *
  * <pre>
- * header (128 B): magic u64 | version u32 | capacity u32 | owner pid u64 | owner start time u64
+ * header (128 B): magic u64 | version u32 (2) | capacity u32 | owner pid u64 | owner id u64
  *                 | (32) remote_access_errors u64 | (40) send_rnr_err u64 (responder-side counters that
  *                 requesters increment, since the responder's CPU takes no part in the request)
+ *                 | (48) owner's PID namespace inode u64 (0 unknown: its pid is then usable by nobody)
  *                 | (64) doorbell sequence u32 | (96) doorbell sleepers u32 (see Doorbell)
  * entry  (128 B): seq u64 | rkey u32 | state u32 | access u32 | kind u32 | address u64 | length u64
  *                 | file id u64 | file offset u64 | protection-domain id u64 | (64) users u32
@@ -118,23 +119,33 @@ public final class ShmKeyTable {
         this.table = contextFile;
     }
 
-    /** Formats a fresh (zeroed) control file. */
-    void format(long ownerPid) {
-        table.set(ValueLayout.JAVA_INT, 8, 1);
+    /** Layout version in the header. */
+    public static final int VERSION = 2;
+
+    /** Formats a fresh (zeroed) control file for owner {@code ownerPid}/{@code ownerId} in PID namespace ns. */
+    void format(long ownerPid, long ownerId, long pidNamespace) {
+        table.set(ValueLayout.JAVA_INT, 8, VERSION);
         table.set(ValueLayout.JAVA_INT, 12, CAPACITY);
         table.set(ValueLayout.JAVA_LONG, 16, ownerPid);
-        table.set(ValueLayout.JAVA_LONG, 24, ShmFiles.selfStartTime());
+        table.set(ValueLayout.JAVA_LONG, 24, ownerId);
+        table.set(ValueLayout.JAVA_LONG, 48, pidNamespace);
         LONG.setRelease(table, 0L, MAGIC);
     }
 
-    /** Whether the header carries the magic number and expected capacity. */
+    /** Whether the header carries the magic number, this layout version and the expected capacity. */
     public boolean isWellFormed() {
-        return (long) LONG.getAcquire(table, 0L) == MAGIC && table.get(ValueLayout.JAVA_INT, 12) == CAPACITY;
+        return (long) LONG.getAcquire(table, 0L) == MAGIC && table.get(ValueLayout.JAVA_INT, 8) == VERSION
+            && table.get(ValueLayout.JAVA_INT, 12) == CAPACITY;
     }
 
-    /** The owner's start time (clock ticks since boot; 0 when unknown): tells a reused pid from the owner. */
-    public long ownerStartTime() {
+    /** The owner id (as in the owner's file names and lock file; see {@link OwnerLock}). */
+    public long ownerId() {
         return table.get(ValueLayout.JAVA_LONG, 24);
+    }
+
+    /** The inode of the owner's PID namespace, 0 when unknown (see {@link ShmFiles#pidNamespace}). */
+    public long ownerPidNamespace() {
+        return table.get(ValueLayout.JAVA_LONG, 48);
     }
 
     /** Header offset of the responder's remote_access_errors counter. */
@@ -243,7 +254,9 @@ public final class ShmKeyTable {
      * Takes the region's atomic lock (peer side, after {@link #enter}): verbs atomics on private memory are a
      * cross-memory-attach read and write under this lock, so they are atomic against every other verbs atomic on
      * the region from any process (IBV_ATOMIC_HCA), though not against the owner's own CPU atomics. The lock holds
-     * the holder's pid; a waiter takes over a lock whose holder died. Gives up after a second.
+     * the holder's pid; a waiter takes over a lock whose holder died. Gives up after a second. Only requesters in
+     * the owner's PID namespace reach private memory at all (cross-memory attach addresses the owner by pid), so
+     * every holder's pid means the same process to every waiter.
      *
      * @return false when the lock could not be had (the caller fails the request)
      */

@@ -15,8 +15,12 @@ public final class ShmProvider implements VerbsProvider {
     public static final String NAME = "shm";
     private static final List<Device> DEVICES = List.of(new ShmDevice());
 
-    /** Called by {@link java.util.ServiceLoader}. */
+    /**
+     * Called by {@link java.util.ServiceLoader} (or by class name). Schedules one background reap for this JVM:
+     * a process that lists devices but never opens {@code shm0} still removes the files of killed processes.
+     */
     public ShmProvider() {
+        ShmFiles.reapInBackground();
     }
 
     @Override

@@ -30,8 +30,8 @@ import static io.jccl.transport.shm.QueuePairFile.*;
  * RTR) say so and stay at the head of the send queue.
  *
  * <p>It owns what it needs of the peer: the {@link PeerLink} (the peer's files, key table and the cache of its
- * region mappings), whether the peer process lives (the 1 ms probe on requests, the 100 ms check of polls) and the
- * native calls (cross-memory attach, the process probe) made at first use. The send-queue ring is the base class's,
+ * region mappings), whether the peer process lives (its lock: the 1 ms probe on requests, the 100 ms check of
+ * polls) and cross-memory attach, made at first use. The send-queue ring is the base class's,
  * driven by {@link ShmQueuePair}; everything here runs under the queue pair's lock.
  */
 final class ShmRequester {
@@ -39,7 +39,7 @@ final class ShmRequester {
     private static final long LIVENESS_INTERVAL_NS = 100_000_000L;
     private static final long SWEEP_INTERVAL_NS = 1_000_000_000L;
     private static final long PEER_WAIT_POLL_NS = 20_000L;
-    /** How stale the request path's pid probe may be: a peer that died is noticed by the first request after. */
+    /** How stale the request path's lock probe may be: a peer that died is noticed by the first request after. */
     private static final long FAST_LIVENESS_INTERVAL_NS = 1_000_000L;
 
     /** Request finished (completed successfully or with an error). */
@@ -53,10 +53,10 @@ final class ShmRequester {
     /** The queue pair's share of the context's counters (every update under the QP lock, so no atomics). */
     private final CounterSet.Local counters;
     /**
-     * Cross-memory attach and the process probe, made at first use: their FFM state (the errno capture layout)
-     * costs a rank milliseconds of start-up, and a job on the direct path may never need them.
+     * Cross-memory attach, made at first use: its FFM state (the errno capture layout) costs a rank milliseconds of
+     * start-up, and a job on the direct path may never need it.
      */
-    private volatile NativeCalls nativeCalls;
+    private volatile CrossMemoryAttach cma;
     private final Object lazyLock = new Object();
     private final ShmKeyTable.Entry remoteEntry = new ShmKeyTable.Entry();
     private final ShmKeyTable.Entry scratchEntry = new ShmKeyTable.Entry();
@@ -144,11 +144,22 @@ final class ShmRequester {
     }
 
     /**
-     * Whether the peer may still finish a receive it claimed: there is no link to judge by, or its process exists
-     * (one {@code kill(pid, 0)}).
+     * Whether the peer may still finish a receive it claimed: there is no link to judge by, or its process still
+     * holds its lock (one {@code fcntl}, see {@link LockProbe}).
      */
     boolean peerMayBeAlive() {
-        return peer == null || processProbe().exists(peer.pid);
+        return peer == null || peerLives(peer);
+    }
+
+    /**
+     * Whether the peer process lives, by its lock: the probe's answer, or when it cannot tell, the slower Java
+     * check (a lock that cannot be judged at all counts as alive).
+     */
+    private static boolean peerLives(PeerLink link) {
+        int answer = link.liveness.probe();
+        return answer == LockProbe.ALIVE
+            || answer == LockProbe.UNKNOWN && OwnerLock.check(ShmFiles.DIRECTORY, link.pid, link.ownerId)
+            != OwnerLock.Owner.DEAD;
     }
 
     private boolean checkLiveness(long now) {
@@ -157,38 +168,35 @@ final class ShmRequester {
         }
         if (!peerDead && now - lastLivenessCheckNs >= LIVENESS_INTERVAL_NS) {
             lastLivenessCheckNs = now;
-            if (!ShmFiles.isAlive(peer.pid, peer.startTime)) {
-                peerDead = true;
-                counters.increment(Counter.LINK_DOWNED);
+            if (!peerLives(peer)) {
+                peerFailed();
             }
         }
         return !peerDead;
     }
 
-    /** The downcall state this requester makes at first use (see {@link #nativeCalls}). */
-    private record NativeCalls(CrossMemoryAttach cma, ProcessProbe probe) {
-    }
-
-    private NativeCalls nativeCalls() {
-        NativeCalls n = nativeCalls;
-        if (n == null) {
-            synchronized (lazyLock) {
-                n = nativeCalls;
-                if (n == null) {
-                    n = new NativeCalls(new CrossMemoryAttach(arena), new ProcessProbe(arena));
-                    nativeCalls = n;
-                }
-            }
-        }
-        return n;
+    /**
+     * The peer's lock is free: it is dead. Its files go now (once per dead process, however many queue pairs
+     * find it), rather than when some later process happens to open the device.
+     */
+    private void peerFailed() {
+        peerDead = true;
+        counters.increment(Counter.LINK_DOWNED);
+        ShmFiles.reapOwner(peer.pid, peer.ownerId);
     }
 
     private CrossMemoryAttach cma() {
-        return nativeCalls().cma();
-    }
-
-    private ProcessProbe processProbe() {
-        return nativeCalls().probe();
+        CrossMemoryAttach c = cma;
+        if (c == null) {
+            synchronized (lazyLock) {
+                c = cma;
+                if (c == null) {
+                    c = new CrossMemoryAttach(arena);
+                    cma = c;
+                }
+            }
+        }
+        return c;
     }
 
     // ------------------------------------------------------------------------------------------------ execution
@@ -227,9 +235,8 @@ final class ShmRequester {
             // One cheap syscall at most per millisecond: requests in a tight loop pay ~nothing, while the first
             // request after a pause (the usual case after a crash) sees a peer that is gone.
             lastFastLivenessCheckNs = now;
-            if (!peerDead && !processProbe().exists(link.pid)) {
-                peerDead = true;
-                counters.increment(Counter.LINK_DOWNED);
+            if (!peerDead && link.liveness.probe() == LockProbe.DEAD) {
+                peerFailed();
             }
         }
         if (peerDead || peerState == S_ERR || peerState == S_DESTROYED) {
@@ -320,7 +327,7 @@ final class ShmRequester {
             targetOffset = entry.fileOffset + (remoteAddress - entry.address);
             return true;
         }
-        if (entry.kind == ShmKeyTable.KIND_PRIVATE && CrossMemoryAttach.unavailable() == null) {
+        if (entry.kind == ShmKeyTable.KIND_PRIVATE && privateMemoryReachable(peer)) {
             targetMapping = null;
             targetOffset = remoteAddress;
             targetSlot = entry.slot;
@@ -328,6 +335,15 @@ final class ShmRequester {
             return true;
         }
         return false;
+    }
+
+    /**
+     * Whether the peer's private (registered) memory can be reached: cross-memory attach is available and the peer
+     * shares this PID namespace, so that its pid names it here. A peer in another PID namespace (another container
+     * sharing /dev/shm) gets REM_ACCESS_ERR instead of a copy into whatever process has that pid here.
+     */
+    private static boolean privateMemoryReachable(PeerLink link) {
+        return link.samePidNamespace && CrossMemoryAttach.unavailable() == null;
     }
 
     /** Status for a failed cross-memory-attach copy: a vanished process is a dead peer, anything else an access. */
@@ -520,6 +536,9 @@ final class ShmRequester {
                 }
                 qp.gatherInto(slot, done, mapping, offset, n);
             } else {
+                if (!privateMemoryReachable(link)) {
+                    return receiverProtectionError(index);
+                }
                 int errno = link.keys.enter(keySlot, rkey, scratchEntry)
                     ? gatherToPrivateAndExit(slot, done, offset, n, keySlot) : CrossMemoryAttach.EFAULT;
                 if (errno != 0) {

@@ -25,8 +25,8 @@ class ShmFilesTest {
 
     private static List<Path> ownFiles() throws Exception {
         try (Stream<Path> files = Files.list(ShmFiles.DIRECTORY)) {
-            return files.filter(p -> p.getFileName().toString().startsWith("jccl-" + ShmFiles.selfPid() + "-"))
-                .toList();
+            return files.filter(p -> p.getFileName().toString().startsWith("jccl-" + ShmFiles.selfPid() + "-")
+                && !p.getFileName().toString().endsWith("-lock")).toList();
         }
     }
 
@@ -40,7 +40,9 @@ class ShmFilesTest {
         assertEquals(4, created.size(), "ctx, qp and two mr files: " + created);
         for (Path path : created) {
             assertEquals("rw-------", PosixFilePermissions.toString(Files.getPosixFilePermissions(path)));
-            assertTrue(path.getFileName().toString().matches("jccl-\\d+-\\d+-[0-9a-f]{16}-(ctx|qp|mr)"), path.toString());
+            assertTrue(path.getFileName().toString().matches("jccl-\\d+-[a-f][0-9a-f]{15}-[0-9a-f]{16}-(ctx|qp|mr)"),
+                path.toString());
+            assertEquals(ShmFiles.selfOwnerId(), ShmFiles.ownerId(path.getFileName().toString()));
         }
         Path secondFile = ((ShmMemoryRegion) second).path();
         second.close();
@@ -91,23 +93,65 @@ class ShmFilesTest {
     }
 
     @Test
-    void fileNamesParseExactly() {
+    void shouldReapOnlyOwnersProvablyDeadAndLeaveFilesOfTheEarlierFormat() throws Exception {
         String id = "0123456789abcdef";
-        ShmFiles.ParsedName n = ShmFiles.parseName("jccl-4242-98765-" + id + "-qp");
-        assertEquals(new ShmFiles.ParsedName(4242, 98765, "qp"), n);
-        assertTrue(ShmFiles.isValidName("jccl-1-0-" + id + "-ctx", ShmFiles.CONTEXT));
-        assertTrue(ShmFiles.isValidName("jccl-1234567890-12345678901234567-" + id + "-mr", ShmFiles.REGION));
-        assertFalse(ShmFiles.isValidName("jccl-1-2-" + id + "-qp", ShmFiles.CONTEXT), "other kind");
-        assertEquals(98765, ShmFiles.ownerStartTime("jccl-4242-98765-" + id + "-qp"));
-        assertEquals(4242, ShmFiles.ownerPid("jccl-4242-98765-" + id + "-qp"));
-        for (String bad : List.of("", "jccl-", "jccl--1-" + id + "-qp", "jccl-1--" + id + "-qp",
-            "jccl-12345678901-1-" + id + "-qp", // pid of 11 digits
-            "jccl-1-123456789012345678901-" + id + "-qp", // start time of 21 digits
-            "jccl-1-99999999999999999999-" + id + "-qp", // 20 digits beyond a long
-            "jccl-1-2-0123456789ABCDEF-qp", "jccl-1-2-0123456789abcde-qp", "jccl-1-2-0123456789abcdef0-qp",
-            "jccl-1-2-" + id + "-", "jccl-1-2-" + id + "-qpx", "jccl-1-2-" + id + "-q", "jccl-1-2-" + id,
-            "jccl-1-2-" + id + "-../qp", "xjccl-1-2-" + id + "-qp", "jccl-+1-2-" + id + "-qp",
-            "jccl-\u0661-2-" + id + "-qp")) { // a non-ASCII digit
+        // The earlier format: only a pid to judge by, meaningless across PID namespaces. Left alone.
+        Path legacy = ShmFiles.DIRECTORY.resolve("jccl-999999999-12345-" + id + "-mr");
+        // No lock file: its owner created the lock before any file and only exit or a reaper removed it.
+        Path orphan = ShmFiles.DIRECTORY.resolve("jccl-999999999-a000000000000001-" + id + "-mr");
+        // A lock file nobody holds, and its file.
+        Path unlocked = ShmFiles.DIRECTORY.resolve("jccl-999999999-a000000000000002-lock");
+        Path ofUnlocked = ShmFiles.DIRECTORY.resolve("jccl-999999999-a000000000000002-" + id + "-qp");
+        List<Path> created = List.of(legacy, orphan, unlocked, ofUnlocked);
+        try {
+            for (Path path : created) {
+                Files.deleteIfExists(path);
+                Files.createFile(path);
+            }
+            ShmFiles.reap();
+            assertTrue(Files.exists(legacy), "a file of the earlier name format is never reaped");
+            assertFalse(Files.exists(orphan), "a file whose owner's lock file is gone is reaped");
+            assertFalse(Files.exists(unlocked), "an unlocked lock file is reaped");
+            assertFalse(Files.exists(ofUnlocked), "the files of an owner whose lock is free are reaped");
+        } finally {
+            for (Path path : created) {
+                Files.deleteIfExists(path);
+            }
+        }
+    }
+
+    @Test
+    void fileNamesParseExactly() {
+        String owner = "a123456789abcdef";
+        String id = "0123456789abcdef";
+        ShmFiles.ParsedName n = ShmFiles.parseName("jccl-4242-" + owner + "-" + id + "-qp");
+        assertEquals(new ShmFiles.ParsedName(4242, 0xa123456789abcdefL, 0x0123456789abcdefL, "qp"), n);
+        assertTrue(ShmFiles.isValidName("jccl-1-" + owner + "-" + id + "-ctx", ShmFiles.CONTEXT));
+        assertTrue(ShmFiles.isValidName("jccl-1234567890-ffffffffffffffff-" + id + "-mr", ShmFiles.REGION));
+        assertFalse(ShmFiles.isValidName("jccl-1-" + owner + "-" + id + "-qp", ShmFiles.CONTEXT), "other kind");
+        assertEquals(0xa123456789abcdefL, ShmFiles.ownerId("jccl-4242-" + owner + "-" + id + "-qp"));
+        assertEquals(4242, ShmFiles.ownerPid("jccl-4242-" + owner + "-" + id + "-qp"));
+        assertEquals(new ShmFiles.ParsedName(7, 0xa123456789abcdefL, 0, "lock"),
+            ShmFiles.parseName("jccl-7-" + owner + "-lock"));
+        assertFalse(ShmFiles.isValidName("jccl-7-" + owner + "-lock", ShmFiles.CONTEXT), "a lock is no endpoint file");
+        assertEquals(ShmFiles.lockName(7, 0xa123456789abcdefL), "jccl-7-" + owner + "-lock");
+        assertEquals("jccl-7-" + owner + "-" + id + "-mr", ShmFiles.name(7, 0xa123456789abcdefL, 0x0123456789abcdefL,
+            ShmFiles.REGION));
+        for (int i = 0; i < 100; i++) {
+            assertTrue(Long.toHexString(OwnerLock.newOwnerId()).charAt(0) >= 'a', "owner ids start with a letter");
+        }
+        for (String bad : List.of("", "jccl-", "jccl--" + owner + "-" + id + "-qp", "jccl-1--" + id + "-qp",
+            "jccl-12345678901-" + owner + "-" + id + "-qp", // pid of 11 digits
+            "jccl-1-98765-" + id + "-qp", // the earlier format: a decimal start time
+            "jccl-1-1234567890123456-" + id + "-qp", // the earlier format with 16 digits
+            "jccl-1-0123456789abcdef-" + id + "-qp", // owner starting with a digit
+            "jccl-1-A123456789ABCDEF-" + id + "-qp", "jccl-1-a123456789abcde-" + id + "-qp",
+            "jccl-1-" + owner + "-0123456789ABCDEF-qp", "jccl-1-" + owner + "-0123456789abcde-qp",
+            "jccl-1-" + owner + "-0123456789abcdef0-qp", "jccl-1-" + owner + "-" + id + "-",
+            "jccl-1-" + owner + "-" + id + "-qpx", "jccl-1-" + owner + "-" + id + "-lock",
+            "jccl-1-" + owner + "-" + id, "jccl-1-" + owner + "-" + id + "-../qp", "jccl-1-" + owner + "-locks",
+            "xjccl-1-" + owner + "-" + id + "-qp", "jccl-+1-" + owner + "-" + id + "-qp",
+            "jccl-counters.12.shm0.1", "jccl-\u0661-" + owner + "-" + id + "-qp")) { // a non-ASCII digit
             assertEquals(null, ShmFiles.parseName(bad), bad);
             assertEquals(-1, ShmFiles.ownerPid(bad), bad);
             assertFalse(ShmFiles.isValidName(bad, ShmFiles.QUEUE_PAIR), bad);

@@ -15,6 +15,9 @@ import io.jccl.verbs.WorkCompletion;
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 
@@ -22,7 +25,9 @@ import java.nio.file.Path;
  * The other process of the multi-process tests. Talks line by line on stdin/stdout.
  *
  * <p>Mode {@code hold}: opens a context, a region and a QP, prints {@code FILES <paths>} and sleeps (the test
- * kills it with SIGKILL). Mode {@code exit}: the same, but exits at once without closing anything. Mode {@code peer}: prints {@code EP <endpoint> <region address> <rkey>}, reads the
+ * kills it with SIGKILL). Mode {@code exit}: the same, but exits at once without closing anything. Mode
+ * {@code peer}: prints {@code EP <endpoint> <region address> <rkey> <private address> <private rkey>} (the second
+ * region is registered caller memory, reached by cross-memory attach; its first 8 bytes hold 4242), reads the
  * test's endpoint, connects, posts one receive, prints {@code READY}, then serves commands until {@code EXIT} (or
  * being killed): {@code WAITRECV} waits for the receive and prints {@code RECV <len> <imm> <text> <status>};
  * {@code DEREG} deregisters the region and prints {@code DEREGISTERED}.
@@ -59,7 +64,12 @@ public final class ShmPeerMain {
             Thread.sleep(60_000);
             return;
         }
-        System.out.println("EP " + qp.localEndpoint().encode() + " " + region.address() + " " + region.rkey());
+        MemorySegment privateMemory = Arena.global().allocate(4096, 64);
+        privateMemory.set(ValueLayout.JAVA_LONG, 0, 4242);
+        MemoryRegion privateRegion = pd.registerMemory(privateMemory, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_READ,
+            AccessFlag.REMOTE_WRITE);
+        System.out.println("EP " + qp.localEndpoint().encode() + " " + region.address() + " " + region.rkey() + " "
+            + privateRegion.address() + " " + privateRegion.rkey());
         System.out.flush();
         Endpoint remote = Endpoint.decode(in.readLine().trim());
         qp.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ,

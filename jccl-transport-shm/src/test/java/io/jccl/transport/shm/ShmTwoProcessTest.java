@@ -26,6 +26,8 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.stream.Stream;
 
 import static io.jccl.transport.shm.ShmTestSupport.ALL_REMOTE;
 import static io.jccl.transport.shm.ShmTestSupport.assertSuccess;
@@ -38,16 +40,59 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class ShmTwoProcessTest {
 
     static Process spawn(String mode) throws IOException {
-        List<String> command = new ArrayList<>(List.of(System.getProperty("java.home") + "/bin/java",
+        return spawn(List.of(), ShmPeerMain.class.getName(), mode);
+    }
+
+    /** A child JVM running {@code mainClass} with {@code args}, its command line after {@code prefix}. */
+    static Process spawn(List<String> prefix, String mainClass, String... args) throws IOException {
+        List<String> command = new ArrayList<>(prefix);
+        command.addAll(List.of(System.getProperty("java.home") + "/bin/java",
             "--enable-native-access=ALL-UNNAMED", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto",
             "-cp", System.getProperty("java.class.path")));
         String dir = System.getProperty("jccl.shm.dir");
         if (dir != null) {
             command.add("-Djccl.shm.dir=" + dir);
         }
-        command.add(ShmPeerMain.class.getName());
-        command.add(mode);
-        return new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT).start();
+        command.add(mainClass);
+        command.addAll(List.of(args));
+        ProcessBuilder builder = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT);
+        if (!prefix.isEmpty()) {
+            // The counter files are named by pid, the same (1) for every child in a namespace of its own, and a
+            // killed one's would stay: there pid 1 is init, always alive (jccl-verbs' CounterFile reaper).
+            builder.environment().put("JCCL_COUNTERS", "0");
+        }
+        return builder.start();
+    }
+
+    /** {@code jccl-<pid>-<owner>-} of a provider file name: what every file of that process starts with. */
+    static String ownerPrefix(String fileName) {
+        int first = fileName.indexOf('-');
+        int second = fileName.indexOf('-', first + 1);
+        int third = fileName.indexOf('-', second + 1);
+        return fileName.substring(0, third + 1);
+    }
+
+    /** The files in the directory whose names start with {@code prefix}. */
+    static List<Path> filesOfOwner(String prefix) throws IOException {
+        try (Stream<Path> files = Files.list(ShmFiles.DIRECTORY)) {
+            return files.filter(p -> p.getFileName().toString().startsWith(prefix)).toList();
+        }
+    }
+
+    /** Waits until none of {@code files} exists; returns System.nanoTime() then, fails after {@code timeoutMs}. */
+    static long waitUntilGone(List<Path> files, long timeoutMs) throws InterruptedException {
+        long deadline = System.nanoTime() + timeoutMs * 1_000_000L;
+        while (true) {
+            long now = System.nanoTime();
+            if (files.stream().noneMatch(Files::exists)) {
+                return now;
+            }
+            if (now - deadline > 0) {
+                throw new AssertionError("still there after " + timeoutMs + " ms: "
+                    + files.stream().filter(Files::exists).toList());
+            }
+            Thread.sleep(1);
+        }
     }
 
     static String expectLine(BufferedReader reader, String prefix) throws IOException {
@@ -87,6 +132,11 @@ class ShmTwoProcessTest {
                 .remote(remoteAddress + 100, rkey));
             assertSuccess(side.next());
             assertEquals("across processes", local.segment().getString(1000));
+            // The child's registered (private) memory, by cross-memory attach: same PID namespace, so allowed.
+            side.qp.postSend(send.wrId(2).opcode(SendOpcode.RDMA_READ).local(local, 1000, 8)
+                .remote(Long.parseLong(ep[4]), Integer.parseInt(ep[5])));
+            assertSuccess(side.next());
+            assertEquals(4242, local.segment().get(ValueLayout.JAVA_LONG, 1000));
             for (int i = 0; i < 3; i++) {
                 side.qp.postSend(send.wrId(3).opcode(SendOpcode.ATOMIC_FETCH_AND_ADD).local(local, 2000, 8)
                     .remote(remoteAddress + 4096, rkey).atomic(5, 0));
@@ -194,6 +244,74 @@ class ShmTwoProcessTest {
                 assertFalse(Files.exists(Path.of(files[i])), "reaped: " + files[i]);
             }
         } finally {
+            child.destroyForcibly();
+        }
+    }
+
+    @Test
+    void shouldRemoveTheFilesOfAKilledPeerAsSoonAsASurvivorFindsItDead() throws Exception {
+        Process child = spawn("peer");
+        try (ShmTestSupport.Side side = new ShmTestSupport.Side()) {
+            BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(),
+                StandardCharsets.UTF_8));
+            PrintStream toChild = new PrintStream(child.getOutputStream(), true, StandardCharsets.UTF_8);
+            String[] ep = expectLine(out, "EP ").split(" ");
+            Endpoint remote = Endpoint.decode(ep[1]);
+            List<Path> owned = filesOfOwner(ownerPrefix(ShmAddress.parse(remote.address()).contextFile()));
+            assertTrue(owned.size() >= 3, "ctx, qp and region files: " + owned);
+            toChild.println(side.qp.localEndpoint().encode());
+            side.qp.modify(QueuePairAttributes.toInit());
+            side.qp.modify(QueuePairAttributes.toReadyToReceive(remote));
+            side.qp.modify(QueuePairAttributes.toReadyToSend(side.qp.initialPsn()));
+            expectLine(out, "READY");
+
+            // An idle survivor: its thread sits in a blocking poll, which runs the liveness check every 100 ms.
+            AtomicBoolean stop = new AtomicBoolean();
+            Thread poller = new Thread(() -> {
+                WorkCompletion[] wc = WorkCompletion.array(4);
+                while (!stop.get()) {
+                    side.cq.poll(wc, 4, 1_000_000_000L);
+                }
+            });
+            poller.start();
+            long killedNs = System.nanoTime();
+            long goneNs;
+            try {
+                child.destroyForcibly();
+                assertTrue(child.waitFor(10, TimeUnit.SECONDS));
+                goneNs = waitUntilGone(owned, 3_000);
+            } finally {
+                stop.set(true);
+                poller.join();
+            }
+            assertEquals(QueuePairState.ERROR, side.qp.state());
+            System.out.printf("peer SIGKILLed: its %d files removed by the survivor after %.1f ms%n", owned.size(),
+                (goneNs - killedNs) / 1e6);
+        } finally {
+            child.destroyForcibly();
+        }
+    }
+
+    @Test
+    void shouldReapTheFilesOfAProcessKilledWhileAContextWasOpenWhenItCloses() throws Exception {
+        ShmTestSupport.Side side = new ShmTestSupport.Side();
+        Process child = spawn("hold");
+        try {
+            BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(),
+                StandardCharsets.UTF_8));
+            String[] files = expectLine(out, "FILES").split(" ");
+            List<Path> owned = filesOfOwner(ownerPrefix(Path.of(files[1]).getFileName().toString()));
+            child.destroyForcibly();
+            assertTrue(child.waitFor(10, TimeUnit.SECONDS));
+            for (Path file : owned) {
+                assertTrue(Files.exists(file), "SIGKILL runs no shutdown hook: " + file);
+            }
+            side.close();
+            for (Path file : owned) {
+                assertFalse(Files.exists(file), "reaped at close: " + file);
+            }
+        } finally {
+            side.close();
             child.destroyForcibly();
         }
     }
