@@ -80,6 +80,16 @@ public final class MultiProcessMain {
                         System.out.println("DONE rank " + c.rank() + " after " + iterations);
                     }
                 }
+                case "straggler" -> {
+                    // rank 0 arrives 400 ms late at each of 5 barriers: the others wait, and run their health checks
+                    for (int i = 0; i < 5; i++) {
+                        if (c.rank() == 0) {
+                            Thread.sleep(400);
+                        }
+                        c.barrier();
+                    }
+                    System.out.println("DONE rank " + c.rank());
+                }
                 case "bench" -> Bench.run(c, args);
                 default -> throw new IllegalArgumentException(mode);
             }

@@ -25,13 +25,23 @@ class MultiProcessTest {
 
         Job(int n, String mode, Map<String, String> extraEnv, boolean vectorModule, String... args)
             throws IOException {
+            this(n, mode, extraEnv, vectorModule, -1, args);
+        }
+
+        /** As above, with rank {@code unshareRank} started in a PID namespace of its own (unshare, as root). */
+        Job(int n, String mode, Map<String, String> extraEnv, boolean vectorModule, int unshareRank, String... args)
+            throws IOException {
             int port;
             try (ServerSocket s = new ServerSocket(0)) {
                 port = s.getLocalPort();
             }
             String java = ProcessHandle.current().info().command().orElse("java");
             for (int r = 0; r < n; r++) {
-                List<String> cmd = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED"));
+                List<String> cmd = new ArrayList<>();
+                if (r == unshareRank) {
+                    cmd.addAll(List.of("unshare", "--pid", "--fork", "--mount-proc"));
+                }
+                cmd.addAll(List.of(java, "--enable-native-access=ALL-UNNAMED"));
                 if (vectorModule) {
                     cmd.add("--add-modules");
                     cmd.add("jdk.incubator.vector");
@@ -218,6 +228,37 @@ class MultiProcessTest {
                     assertEquals(0, job.processes.get(r).exitValue(), transport + " rank " + r + ":\n" + job.out(r));
                     assertTrue(job.waitForLine(r, "DONE", 1_000), transport + " rank " + r + ":\n" + job.out(r));
                 }
+            }
+        }
+    }
+
+    /** Whether this host lets us start a process in a PID namespace of its own (root, unshare present). */
+    static boolean canUnsharePid() {
+        try {
+            Process p = new ProcessBuilder("unshare", "--pid", "--fork", "--mount-proc", "true")
+                .redirectErrorStream(true).start();
+            return p.waitFor(10, TimeUnit.SECONDS) && p.exitValue() == 0;
+        } catch (IOException e) {
+            return false;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
+    }
+
+    /**
+     * Ranks on one host in different PID namespaces (containers of one pod sharing /dev/shm, not pids): a pid from
+     * the other namespace names no process here, or another one, so the same-host liveness check must not judge
+     * by it. Rank 1 runs in a namespace of its own and waits for a late rank 0 at five barriers; it used to fail
+     * with "rank 0 died (process P ... is gone)" at the first health check.
+     */
+    @Test
+    void ranksInAnotherPidNamespaceAreNotTakenForDead() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(canUnsharePid(), "needs unshare --pid (root)");
+        try (Job job = new Job(2, "straggler", Map.of("JCCL_TRANSPORT", "shm0", "JCCL_COUNTERS", "0"), true, 1)) {
+            for (int r = 0; r < 2; r++) {
+                assertTrue(job.processes.get(r).waitFor(60, TimeUnit.SECONDS), "rank " + r + " hung:\n" + job.out(r));
+                assertTrue(job.waitForLine(r, "DONE", 1_000), "rank " + r + ":\n" + job.out(r));
             }
         }
     }

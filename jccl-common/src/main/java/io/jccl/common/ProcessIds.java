@@ -11,6 +11,7 @@ import java.nio.file.Path;
  */
 public final class ProcessIds {
     private static final long SELF = readSelf();
+    private static final String PID_NAMESPACE = readPidNamespace();
 
     private ProcessIds() {
     }
@@ -18,6 +19,23 @@ public final class ProcessIds {
     /** This process's id. */
     public static long self() {
         return SELF;
+    }
+
+    /**
+     * This process's PID namespace ({@code /proc/self/ns/pid}, like {@code pid:[4026531836]}), or "" where there is
+     * none to read. Process ids name the same process only within one namespace: containers that share a host (and
+     * its boot id) but not a PID namespace must not judge each other's liveness by pid.
+     */
+    public static String pidNamespace() {
+        return PID_NAMESPACE;
+    }
+
+    private static String readPidNamespace() {
+        try {
+            return Files.readSymbolicLink(Path.of("/proc/self/ns/pid")).toString();
+        } catch (Exception | LinkageError e) {
+            return "";
+        }
     }
 
     private static long readSelf() {

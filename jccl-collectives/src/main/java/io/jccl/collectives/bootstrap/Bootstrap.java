@@ -203,7 +203,8 @@ public final class Bootstrap {
     private static JoinRecord[] exchangeJoinRecords(Store store, int rank, int size, CommunicatorOptions options,
                                                     String hostId, String settingsHash, String devices,
                                                     long deadlineNs) {
-        byte[] mine = JoinRecord.encode(options.jobId(), rank, size, hostId, ProcessIds.self(), settingsHash, devices,
+        byte[] mine = JoinRecord.encode(options.jobId(), rank, size, hostId, ProcessIds.self(),
+            ProcessIds.pidNamespace(), settingsHash, devices,
             Long.toHexString(SecureIds.nonce()), options.authSecret());
         String key = "hello/" + rank;
         if (!store.compareAndSet(key, null, mine, remaining(deadlineNs))) {
@@ -302,9 +303,18 @@ public final class Bootstrap {
             DeviceResources device = devices.opened.get(chosen);
             peers[j] = new Peer(j, device, reason.endsWith(";") ? reason.substring(0, reason.length() - 1) : reason,
                 options.chunkBytesFor(device.linkLayer()), options.rendezvousBytesFor(device.linkLayer()),
-                records[j].hostId(), records[j].pid(), sameHost[j]);
+                records[j].hostId(), comparablePid(records[j]), sameHost[j]);
         }
         return peers;
+    }
+
+    /**
+     * The peer's pid where it names the peer's process here (same PID namespace), else 0: containers that share a
+     * host but not a PID namespace would otherwise see a live peer as gone, or miss its death behind a pid that
+     * some process here happens to have.
+     */
+    private static long comparablePid(JoinRecord record) {
+        return record.pidNamespace().equals(ProcessIds.pidNamespace()) ? record.pid() : 0;
     }
 
     /**

@@ -13,29 +13,32 @@ import java.util.HexFormat;
  * other's before it connects anything. Text, {@code |}-separated:
  *
  * <pre>
- * v1 | job id | rank | size | host identity | pid | settings hash | devices opened (comma list) | nonce | proof
+ * v2 | job id | rank | size | host identity | pid | PID namespace | settings hash | devices opened (comma list)
+ *    | nonce | proof
  * </pre>
  *
- * where proof is the HMAC-SHA256 of the first nine fields under {@code JCCL_AUTH_SECRET}, or {@code -} without one.
+ * where proof is the HMAC-SHA256 of the first ten fields under {@code JCCL_AUTH_SECRET}, or {@code -} without one.
  *
  * @param jobId the job identity every rank must present
  * @param rank the rank
  * @param size the communicator size the rank expects
  * @param hostId the rank's host identity (boot id and host name)
  * @param pid the rank's process id
+ * @param pidNamespace the rank's PID namespace ({@link io.jccl.common.ProcessIds#pidNamespace()}): its pid means
+ *     something here only when this equals ours
  * @param settingsHash the hash of the settings every rank must share
  * @param devices the devices the rank opened
  * @param fields the record's fields as published (for checks that need the raw text)
  */
-public record JoinRecord(String jobId, int rank, int size, String hostId, long pid, String settingsHash,
-                         String devices, String[] fields) {
-    private static final int FIELDS = 10;
+public record JoinRecord(String jobId, int rank, int size, String hostId, long pid, String pidNamespace,
+                         String settingsHash, String devices, String[] fields) {
+    private static final int FIELDS = 11;
 
     /** The record this rank publishes, signed with {@code secret} (null: none). */
-    public static byte[] encode(String jobId, int rank, int size, String hostId, long pid, String settingsHash,
-                                String devices, String nonce, String secret) {
-        String body = "v1|" + jobId + "|" + rank + "|" + size + "|" + hostId + "|" + pid + "|" + settingsHash + "|"
-            + devices + "|" + nonce;
+    public static byte[] encode(String jobId, int rank, int size, String hostId, long pid, String pidNamespace,
+                                String settingsHash, String devices, String nonce, String secret) {
+        String body = "v2|" + jobId + "|" + rank + "|" + size + "|" + hostId + "|" + pid + "|" + pidNamespace + "|"
+            + settingsHash + "|" + devices + "|" + nonce;
         String proof = secret == null ? "-" : hmac(secret, body);
         return (body + "|" + proof).getBytes(StandardCharsets.UTF_8);
     }
@@ -59,29 +62,29 @@ public record JoinRecord(String jobId, int rank, int size, String hostId, long p
                                     String secret) {
         String[] f = split(record);
         String why = null;
-        if (f.length != FIELDS || !f[0].equals("v1")) {
+        if (f.length != FIELDS || !f[0].equals("v2")) {
             why = "rank " + peer + " sent a malformed join record (another program or JCCL version?)";
         } else if (!f[1].equals(jobId)) {
             why = "rank " + peer + " belongs to job '" + f[1] + "', but this rank is in job '" + jobId
                 + "' (JCCL_JOB_ID); refusing to mix jobs";
         } else if (Integer.parseInt(f[3]) != size) {
             why = "rank " + peer + " expects " + f[3] + " ranks, this rank expects " + size;
-        } else if (!f[6].equals(settingsHash)) {
+        } else if (!f[7].equals(settingsHash)) {
             why = "rank " + peer + " runs with different JCCL settings (chunk/slots/direct/JCCL_ALGO/JCCL_TRANSPORT "
                 + "must match on every rank)";
         } else if (secret != null) {
             String expected = hmac(secret, String.join("|", Arrays.copyOf(f, FIELDS - 1)));
             if (!MessageDigest.isEqual(expected.getBytes(StandardCharsets.UTF_8),
-                f[9].getBytes(StandardCharsets.UTF_8))) {
+                f[10].getBytes(StandardCharsets.UTF_8))) {
                 why = "rank " + peer + " did not prove knowledge of JCCL_AUTH_SECRET (wrong or missing secret)";
             }
-        } else if (!f[9].equals("-")) {
+        } else if (!f[10].equals("-")) {
             why = "rank " + peer + " authenticates with JCCL_AUTH_SECRET but this rank has no secret set";
         }
         if (why != null) {
             throw new IllegalArgumentException(why);
         }
-        return new JoinRecord(f[1], Integer.parseInt(f[2]), size, f[4], Long.parseLong(f[5]), f[6], f[7], f);
+        return new JoinRecord(f[1], Integer.parseInt(f[2]), size, f[4], Long.parseLong(f[5]), f[6], f[7], f[8], f);
     }
 
     private static String hmac(String secret, String message) {
