@@ -21,9 +21,9 @@ import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * A context's counters as a file that other processes can map and read: {@code jccl-counters.PID.DEVICE.N} in
- * {@code /dev/shm} (else the temporary directory; {@code JCCL_COUNTERS_DIR} overrides, {@code JCCL_COUNTERS=0} turns
- * publishing off). Mode 0600: only the same user (or root) can read it. Counter names are written into the header,
+ * A context's counters as a file that other processes can map and read:
+ * {@code jccl-counters.PID.DEVICE.N.nsPIDNS} in {@code /dev/shm} (else the temporary directory;
+ * {@code JCCL_COUNTERS_DIR} overrides, {@code JCCL_COUNTERS=0} turns publishing off). Mode 0600: only the same user (or root) can read it. Counter names are written into the header,
  * so a reader of another JCCL version matches counters by name, not by position.
  *
  * <pre>
@@ -80,7 +80,8 @@ public final class CounterFile {
             startHousekeeping(pid);
         }
         String safeName = safeFileName(deviceName);
-        Path path = directory().resolve(PREFIX + pid + "." + safeName + "." + SEQUENCE.incrementAndGet());
+        Path path = directory().resolve(PREFIX + pid + "." + safeName + "." + SEQUENCE.incrementAndGet()
+            + NAMESPACE_TAG);
         try {
             Files.deleteIfExists(path);
             Files.createFile(path, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
@@ -146,7 +147,29 @@ public final class CounterFile {
         }
     }
 
-    /** Removes the counter files of {@code pid}, or with -1 those of every process that no longer runs. */
+    /**
+     * The last part of this process's file names: its PID namespace ({@code .ns4026531836}). A pid names a process
+     * only within its namespace: containers sharing /dev/shm but not pids (one pod, {@code docker --ipc}) would
+     * otherwise delete each other's live files (a pid invisible here looks dead) and collide on names (pid 1 in
+     * every container). Files of another namespace, and untagged files of earlier versions, are never judged here.
+     */
+    static final String NAMESPACE_TAG = namespaceTag(ProcessIds.pidNamespace());
+
+    static String namespaceTag(String pidNamespace) {
+        StringBuilder digits = new StringBuilder();
+        for (int i = 0; i < pidNamespace.length(); i++) {
+            char c = pidNamespace.charAt(i);
+            if (c >= '0' && c <= '9') {
+                digits.append(c);
+            }
+        }
+        return ".ns" + (digits.isEmpty() ? "0" : digits);
+    }
+
+    /**
+     * Removes the counter files of {@code pid}, or with -1 those of every process that no longer runs; only files
+     * of this process's PID namespace ({@link #NAMESPACE_TAG}).
+     */
     static void removeFiles(Path dir, long pid) {
         // Names are matched by hand and liveness read from /proc: a glob and ProcessHandle would each load and run
         // their machinery for the first time on every rank's start-up (this runs beside it, on the same cores).
@@ -155,7 +178,7 @@ public final class CounterFile {
         try (DirectoryStream<Path> files = Files.newDirectoryStream(dir)) {
             for (Path path : files) {
                 String name = path.getFileName().toString();
-                if (!name.startsWith(prefix)) {
+                if (!name.startsWith(prefix) || !name.endsWith(NAMESPACE_TAG)) {
                     continue;
                 }
                 int dot = name.indexOf('.', PREFIX.length());

@@ -83,7 +83,8 @@ class CounterSetTest {
     void shouldRemoveFilesOfProcessesThatAreGone() throws Exception {
         Process gone = new ProcessBuilder("true").start();
         gone.waitFor();
-        Path stale = CounterFile.directory().resolve("jccl-counters." + gone.pid() + ".shm0.1");
+        Path stale = CounterFile.directory().resolve("jccl-counters." + gone.pid() + ".shm0.1"
+            + CounterFile.NAMESPACE_TAG);
         Files.write(stale, new byte[16]);
         CounterFile.read(-1);
         assertFalse(Files.exists(stale));
@@ -96,8 +97,8 @@ class CounterSetTest {
         gone.waitFor();
         java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("jccl-counters");
         long me = ProcessHandle.current().pid();
-        Path mine = dir.resolve("jccl-counters." + me + ".tcp0.1");
-        Path dead = dir.resolve("jccl-counters." + gone.pid() + ".tcp0.1");
+        Path mine = dir.resolve("jccl-counters." + me + ".tcp0.1" + CounterFile.NAMESPACE_TAG);
+        Path dead = dir.resolve("jccl-counters." + gone.pid() + ".tcp0.1" + CounterFile.NAMESPACE_TAG);
         Files.write(mine, new byte[16]);
         Files.write(dead, new byte[16]);
         CounterFile.removeFiles(dir, -1); // the reaper: dead processes only
@@ -105,5 +106,32 @@ class CounterSetTest {
         assertFalse(Files.exists(dead));
         CounterFile.removeFiles(dir, me); // the exit hook: this process's files
         assertFalse(Files.exists(mine));
+    }
+
+    /**
+     * A pid means something only in its PID namespace: files of another namespace (containers sharing /dev/shm),
+     * whose pids look dead here or collide with ours, and untagged files of earlier versions are never removed.
+     */
+    @Test
+    void shouldLeaveTheFilesOfOtherPidNamespacesAlone() throws Exception {
+        Process gone = new ProcessBuilder("true").start();
+        gone.waitFor();
+        Path dir = Files.createTempDirectory("jccl-counters");
+        long me = ProcessHandle.current().pid();
+        String otherNamespace = CounterFile.namespaceTag("pid:[1]").equals(CounterFile.NAMESPACE_TAG)
+            ? CounterFile.namespaceTag("pid:[2]") : CounterFile.namespaceTag("pid:[1]");
+        Path foreignDeadLooking = dir.resolve("jccl-counters." + gone.pid() + ".shm0.1" + otherNamespace);
+        Path foreignSamePid = dir.resolve("jccl-counters." + me + ".shm0.1" + otherNamespace);
+        Path earlierVersion = dir.resolve("jccl-counters." + gone.pid() + ".shm0.1");
+        for (Path p : List.of(foreignDeadLooking, foreignSamePid, earlierVersion)) {
+            Files.write(p, new byte[16]);
+        }
+        CounterFile.removeFiles(dir, -1);
+        CounterFile.removeFiles(dir, me);
+        for (Path p : List.of(foreignDeadLooking, foreignSamePid, earlierVersion)) {
+            assertTrue(Files.exists(p), p + " was removed");
+            Files.delete(p);
+        }
+        Files.delete(dir);
     }
 }
