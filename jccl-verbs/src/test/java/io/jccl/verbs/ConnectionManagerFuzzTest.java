@@ -1,5 +1,6 @@
 package io.jccl.verbs;
 
+import io.jccl.common.testing.Footprint;
 import org.junit.jupiter.api.Test;
 
 import java.io.IOException;
@@ -61,9 +62,9 @@ class ConnectionManagerFuzzTest {
                 // Warm up (class loading, the first handshakes, the first GC) so that the baseline is the steady state.
                 runCases(address, random, 40);
                 legitimateClient(server, client, address, acceptor, "warm-up");
-                long baseFds = awaitDescriptors(Long.MAX_VALUE);
-                int baseThreads = ConnectionManagerRig.threads();
-                long baseHeap = ConnectionManagerRig.heapUsedAfterGc();
+                long baseFds = Footprint.awaitDescriptors(Long.MAX_VALUE, 3 * SECOND_NS);
+                int baseThreads = Footprint.threads();
+                long baseHeap = Footprint.heapUsedAfterGc();
 
                 // 1. Hostile handshakes, one connection each.
                 long start = System.nanoTime();
@@ -73,7 +74,7 @@ class ConnectionManagerFuzzTest {
                 while (cases < CASES && System.nanoTime() - start < CASES_BUDGET_NS) {
                     runCases(address, random, 50);
                     cases += 50;
-                    maxThreads = Math.max(maxThreads, ConnectionManagerRig.threads());
+                    maxThreads = Math.max(maxThreads, Footprint.threads());
                 }
 
                 // 2. Silent connections; a legitimate client connects while they are open, amid more hostile cases.
@@ -96,17 +97,17 @@ class ConnectionManagerFuzzTest {
                 }
                 runCases(address, random, 100);
                 cases += 100;
-                maxThreads = Math.max(maxThreads, ConnectionManagerRig.threads());
-                long fdsWithSilentOpen = ConnectionManagerRig.openDescriptors() - silent.size();
+                maxThreads = Math.max(maxThreads, Footprint.threads());
+                long fdsWithSilentOpen = Footprint.openDescriptors() - silent.size();
                 legitimate.join(TimeUnit.SECONDS.toMillis(10));
                 silent.forEach(ConnectionManagerRig::closeQuietly);
                 long tookMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
 
                 // 3. After the storm: another legitimate client, then the footprint.
                 legitimateClient(server, client, address, acceptor, "after the storm");
-                long fds = awaitDescriptors(baseFds + 8);
-                int threads = ConnectionManagerRig.threads();
-                long heapAfter = ConnectionManagerRig.heapUsedAfterGc() - baseHeap;
+                long fds = Footprint.awaitDescriptors(baseFds + 8, 3 * SECOND_NS);
+                int threads = Footprint.threads();
+                long heapAfter = Footprint.heapUsedAfterGc() - baseHeap;
                 long queuePairsLeft = server.queuePairs();
                 String summary = cases + " hostile cases + " + SILENT + " silent connections in " + tookMs
                     + " ms (seed 0x" + Long.toHexString(SEED) + "): threads " + baseThreads + " -> max " + maxThreads
@@ -329,16 +330,4 @@ class ConnectionManagerFuzzTest {
         return b;
     }
 
-    /** Waits (up to 3 s) for the open descriptors to drop to {@code limit} and settle; returns the last count. */
-    private static long awaitDescriptors(long limit) throws InterruptedException {
-        long deadline = System.nanoTime() + 3 * SECOND_NS;
-        long fds = ConnectionManagerRig.openDescriptors();
-        long previous = -1;
-        while (System.nanoTime() - deadline < 0 && (fds > limit || fds != previous)) {
-            Thread.sleep(50);
-            previous = fds;
-            fds = ConnectionManagerRig.openDescriptors();
-        }
-        return fds;
-    }
 }

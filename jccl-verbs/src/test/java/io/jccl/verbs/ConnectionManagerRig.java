@@ -2,8 +2,6 @@ package io.jccl.verbs;
 
 import io.jccl.verbs.testing.LoopProvider;
 
-import javax.crypto.Mac;
-import javax.crypto.spec.SecretKeySpec;
 import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -15,19 +13,17 @@ import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
-import java.lang.management.ManagementFactory;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.security.GeneralSecurityException;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -239,27 +235,8 @@ final class ConnectionManagerRig implements AutoCloseable {
 
     // --- footprint ---
 
-    static int threads() {
-        return ManagementFactory.getThreadMXBean().getThreadCount();
-    }
 
-    static long openDescriptors() {
-        try (Stream<Path> fds = Files.list(Path.of("/proc/self/fd"))) {
-            return fds.count();
-        } catch (IOException e) {
-            return -1;
-        }
-    }
 
-    /** Heap in use after full collections: the least of three readings (a reading can catch a transient buffer). */
-    static long heapUsedAfterGc() {
-        long least = Long.MAX_VALUE;
-        for (int i = 0; i < 3; i++) {
-            System.gc();
-            least = Math.min(least, ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed());
-        }
-        return least;
-    }
 
     /** getrlimit/setrlimit(RLIMIT_NOFILE) through FFM (Linux: RLIMIT_NOFILE is 7 on x86-64 and arm64). */
     static final class FileLimit {

@@ -5,14 +5,10 @@ import java.io.DataOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
-import java.lang.management.ManagementFactory;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 
 /**
  * Raw bytes against a store server, without {@link TcpStore}: the wire formats of protocol 1 (the old one: a magic,
@@ -126,22 +122,6 @@ final class Hostile {
         }
     }
 
-    static int threads() {
-        return ManagementFactory.getThreadMXBean().getThreadCount();
-    }
 
-    static long openDescriptors() {
-        try (Stream<Path> fds = Files.list(Path.of("/proc/self/fd"))) {
-            return fds.count();
-        } catch (IOException e) {
-            return -1;
-        }
-    }
 
-    static long heapUsedAfterGc() {
-        for (int i = 0; i < 2; i++) {
-            System.gc();
-        }
-        return ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
-    }
 }

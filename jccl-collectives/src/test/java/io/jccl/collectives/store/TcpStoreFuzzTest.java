@@ -1,5 +1,6 @@
 package io.jccl.collectives.store;
 
+import io.jccl.common.testing.Footprint;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -53,10 +54,10 @@ class TcpStoreFuzzTest {
             Random random = new Random(SEED);
             // Warm up (class loading, the first GC) so that the baseline is the steady state.
             runCases(port, random, 20);
-            awaitDescriptors(Long.MAX_VALUE);
-            int baseThreads = Hostile.threads();
-            long baseFds = Hostile.openDescriptors();
-            long baseHeap = Hostile.heapUsedAfterGc();
+            Footprint.awaitDescriptors(Long.MAX_VALUE, 5 * SECOND);
+            int baseThreads = Footprint.threads();
+            long baseFds = Footprint.openDescriptors();
+            long baseHeap = Footprint.heapUsedAfterGc();
 
             // 1. A few thousand short hostile connections, 50 at a time.
             long start = System.nanoTime();
@@ -92,8 +93,8 @@ class TcpStoreFuzzTest {
             }
             roundTrip(port); // the server has taken every earlier connection in
             Thread.sleep(200);
-            maxThreads = Math.max(maxThreads, Hostile.threads());
-            long heapWhileHeld = Hostile.heapUsedAfterGc() - baseHeap;
+            maxThreads = Math.max(maxThreads, Footprint.threads());
+            long heapWhileHeld = Footprint.heapUsedAfterGc() - baseHeap;
             held.forEach(Hostile::closeQuietly);
 
             // 3. Idle connections, with and without a handshake: closed by the server after the idle timeout.
@@ -107,7 +108,7 @@ class TcpStoreFuzzTest {
             }
             roundTrip(port);
             Thread.sleep(50);
-            maxThreads = Math.max(maxThreads, Hostile.threads());
+            maxThreads = Math.max(maxThreads, Footprint.threads());
             int closedByServer = 0;
             long idleDeadline = System.nanoTime() + 3 * SECOND; // one deadline for all: 200 ms idle timeout + slack
             for (Socket s : idle) {
@@ -119,8 +120,8 @@ class TcpStoreFuzzTest {
             idle.forEach(Hostile::closeQuietly);
             long tookMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
 
-            long fds = awaitDescriptors(baseFds + 16);
-            long heapAfter = Hostile.heapUsedAfterGc() - baseHeap;
+            long fds = Footprint.awaitDescriptors(baseFds + 16, 5 * SECOND);
+            long heapAfter = Footprint.heapUsedAfterGc() - baseHeap;
             String summary = cases + " hostile cases + 16 held + 200 idle in " + tookMs + " ms (seed " + SEED
                 + "): threads " + baseThreads + " -> max " + maxThreads + ", descriptors " + baseFds + " -> " + fds
                 + ", heap +" + (heapWhileHeld >> 20) + " MiB while held, +" + (heapAfter >> 20) + " MiB after";
@@ -167,7 +168,7 @@ class TcpStoreFuzzTest {
                     // the server closed it already: fine
                 }
             }
-            return Hostile.threads();
+            return Footprint.threads();
         } finally {
             for (Socket s : open) {
                 try {
@@ -259,16 +260,4 @@ class TcpStoreFuzzTest {
         return c;
     }
 
-    /** Waits (up to 5 s) for the open descriptors to drop to {@code limit}; returns the last count. */
-    private static long awaitDescriptors(long limit) throws InterruptedException {
-        long deadline = System.nanoTime() + 5 * SECOND;
-        long fds = Hostile.openDescriptors();
-        long previous = -1;
-        while (System.nanoTime() - deadline < 0 && (fds > limit || fds != previous)) {
-            Thread.sleep(50);
-            previous = fds;
-            fds = Hostile.openDescriptors();
-        }
-        return fds;
-    }
 }

@@ -1,5 +1,6 @@
 package io.jccl.collectives.store;
 
+import io.jccl.common.testing.Footprint;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -142,7 +143,7 @@ class TcpStoreLimitsTest {
     void connectionsBeyondTheCapAreClosedAtOnce() throws Exception {
         set(Map.of("jccl.store.max.connections", "8"));
         try (TcpStore store = new TcpStore("127.0.0.1", 0, true, 5 * SECOND)) {
-            int baseThreads = Hostile.threads();
+            int baseThreads = Footprint.threads();
             List<Socket> held = new ArrayList<>();
             for (int i = 0; i < 7; i++) {
                 held.add(handshaken(store.port())); // with the store's own client: 8
@@ -161,7 +162,7 @@ class TcpStoreLimitsTest {
             }
             long tookMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
             assertTrue(tookMs < 3000, "20 refusals took " + tookMs + " ms");
-            assertTrue(Hostile.threads() <= baseThreads + 4, "threads " + baseThreads + " -> " + Hostile.threads());
+            assertTrue(Footprint.threads() <= baseThreads + 4, "threads " + baseThreads + " -> " + Footprint.threads());
             StoreTimeoutException busy = assertThrows(StoreTimeoutException.class,
                 () -> new TcpStore("127.0.0.1", store.port(), false, TimeUnit.MILLISECONDS.toNanos(300)).close());
             assertTrue(busy.getMessage().contains("busy"), busy.getMessage());
@@ -194,7 +195,7 @@ class TcpStoreLimitsTest {
     @Test
     void abandonedBlockingRequestsHoldNoThreadAndEndWithTheirConnection() throws Exception {
         try (TcpStore store = new TcpStore("127.0.0.1", 0, true, 5 * SECOND)) {
-            int baseThreads = Hostile.threads();
+            int baseThreads = Footprint.threads();
             List<Socket> waiting = new ArrayList<>();
             for (int i = 0; i < 50; i++) {
                 Socket s = handshaken(store.port());
@@ -213,7 +214,7 @@ class TcpStoreLimitsTest {
                 waiting.add(s);
             }
             Thread.sleep(200);
-            int threads = Hostile.threads();
+            int threads = Footprint.threads();
             assertTrue(threads <= baseThreads + 4, "50 blocking requests: threads " + baseThreads + " -> " + threads);
             TcpStoreServer server = store.server();
             assertEquals(50, server.waitingRequests());
