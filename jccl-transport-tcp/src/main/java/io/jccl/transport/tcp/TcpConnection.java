@@ -123,6 +123,16 @@ final class TcpConnection {
         lastTxNs = nowNs;
     }
 
+    /** When bytes last arrived (the liveness check's evidence: {@link TcpLiveness}). */
+    long lastRxNs() {
+        return lastRxNs;
+    }
+
+    /** When bytes last left. */
+    long lastTxNs() {
+        return lastTxNs;
+    }
+
     /** When anything last moved in either direction. */
     long quietSinceNs() {
         return Math.max(lastRxNs, lastTxNs);
@@ -556,6 +566,7 @@ final class TcpConnection {
         long now = System.nanoTime();
         lastRxNs = now;
         lastTxNs = now;
+        qp.engine.schedule(now); // the liveness timer starts with the connection (TcpLiveness)
     }
 
     /** The connector's socket became connectable: send the HELLO with a fresh nonce. */

@@ -69,6 +69,11 @@ final class TcpInput {
         return paused;
     }
 
+    /** Whether the payload of a peer's frame is being read (the peer's output is busy with it). */
+    boolean midFrame() {
+        return sinkIndex < sinkCount;
+    }
+
     /** Reading requests resumes (the responder's ring drained). */
     void resume() {
         paused = false;
@@ -197,6 +202,8 @@ final class TcpInput {
             qp.responder.onRequest(type, psn, length, rkey, va, operand1, operand2, imm);
         } else if (Wire.isResponse(type)) {
             qp.requester.onResponse(type, syndrome, timer, psn, length, operand1);
+        } else if (Wire.isControl(type)) {
+            qp.liveness.onFrame(h); // PING / PONG (kept out of this hot method: it checks and reports on its own)
         } else {
             qp.malformed("unknown opcode " + Wire.typeName(type), false);
         }

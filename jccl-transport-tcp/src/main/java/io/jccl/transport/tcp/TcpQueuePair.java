@@ -33,6 +33,7 @@ import java.util.concurrent.locks.ReentrantLock;
  *   <li>{@link TcpRequester}: send queue → requests, in-order completion, RNR retries, READ/atomic limits;</li>
  *   <li>{@link TcpResponder}: request checks, execution, READ/atomic responses, the ACK/NAK ring;</li>
  *   <li>{@link TcpOutput} / {@link TcpInput}: framing, the output pump and its budget / parsing and placement;</li>
+ *   <li>{@link TcpLiveness}: the hung-peer limit from the QP's timeout and retry count, PING/PONG probes;</li>
  *   <li>{@link IoDriverPolicy.QueuePairIo}: whether an application thread or the progress thread drives the socket.</li>
  * </ul>
  * All of it runs under the QP's {@link #lock}, taken by the progress thread, by posting threads that transmit
@@ -68,6 +69,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     final TcpOutput output;
     final TcpRequester requester;
     final TcpResponder responder;
+    final TcpLiveness liveness;
 
     TcpQueuePair(TcpProtectionDomain domain, TcpContext tcp, QueuePairInitAttributes init) {
         // Assigned before super(): the superclass publishes the QP in the context's QP table, where the
@@ -91,6 +93,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         output = new TcpOutput(this, arena, sges, TcpContext.MAX_INLINE);
         requester = new TcpRequester(this);
         responder = new TcpResponder(this);
+        liveness = new TcpLiveness(this);
         engine.add(this);
     }
 
@@ -127,8 +130,12 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             resetProtocol();
             responder.sizeRing(Math.max(1, maxDestRdAtomic));
             connection.start();
-        } else if (to == QueuePairState.READY_TO_SEND && connection.up()) {
-            io.kickUrgently();
+        } else if (to == QueuePairState.READY_TO_SEND) {
+            // The limit may have changed with the timeout and retry count: the liveness timer looks again.
+            engine.schedule(System.nanoTime());
+            if (connection.up()) {
+                io.kickUrgently();
+            }
         }
     }
 
@@ -137,6 +144,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         output.reset();
         responder.reset();
         requester.reset();
+        liveness.reset();
         io.releaseHold();
     }
 
@@ -214,7 +222,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         }
     }
 
-    /** Timers: connection retries and deadlines, RNR retry, peer liveness, close linger. */
+    /** Timers: connection retries and deadlines, RNR retry, peer liveness (probes, the limit), close linger. */
     long onTimer(long nowNs) {
         if (!lock.tryLock()) {
             return nowNs + 200_000L; // busy: try again shortly
@@ -223,6 +231,9 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             long next = connection.onTimer(nowNs);
             if (connection.up()) {
                 next = Math.min(next, requester.onTimer(nowNs));
+            }
+            if (connection.up()) {
+                next = Math.min(next, liveness.onTimer(nowNs));
             }
             return next;
         } catch (IOException e) {
@@ -346,7 +357,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         if (k == null || !k.isValid()) {
             return;
         }
-        boolean wantWrite = output.busy() || (connection.up() && responder.hasResponses());
+        boolean wantWrite = output.busy() || (connection.up() && (responder.hasResponses() || liveness.frameDue()));
         int ops = (input.paused() ? 0 : SelectionKey.OP_READ) | (wantWrite ? SelectionKey.OP_WRITE : 0);
         if (k.interestOps() != ops) {
             k.interestOps(ops);
@@ -357,11 +368,16 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     }
 
     /**
-     * Builds the next frame into the output: responses first (in order), then this QP's next request. When the
-     * ring's only response is an ACK, the next request carries it; with no request to send, a held ACK stays for
-     * the application's answer, otherwise it goes out as a frame of its own.
+     * Builds the next frame into the output: a due PONG or PING first (they wait for nothing), then responses (in
+     * order), then this QP's next request. When the ring's only response is an ACK, the next request carries it;
+     * with no request to send, a held ACK stays for the application's answer, otherwise it goes out as a frame of
+     * its own.
      */
     boolean nextFrame() {
+        if (liveness.frameDue() && connection.up()) {
+            liveness.buildFrame();
+            return true;
+        }
         if (responder.hasResponses()) {
             if (!responder.onlyAckLeft() || !connection.up()) {
                 responder.buildResponse();
@@ -403,7 +419,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         }
     }
 
-    /** The connection failed (EOF, reset, I/O error, hung peer). */
+    /** The connection failed (EOF, reset, I/O error, a peer silent for the limit). */
     void onLinkLost() {
         int c = connection.state();
         if (c == TcpConnection.CLOSING || c == TcpConnection.CLOSED || c == TcpConnection.IDLE) {
@@ -503,6 +519,16 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         lock.lock();
         try {
             return output.budgetStops();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** {PINGs sent, PONGs received, PONGs sent} so far (tests, diagnostics). */
+    long[] probeCounts() {
+        lock.lock();
+        try {
+            return liveness.counts();
         } finally {
             lock.unlock();
         }

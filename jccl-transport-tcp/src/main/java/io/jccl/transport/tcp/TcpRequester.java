@@ -19,7 +19,7 @@ import java.lang.foreign.ValueLayout;
  * outstanding, FENCE waiting for them), checks local scatter/gather entries as a request starts (LOC_PROT_ERR,
  * completed in order), completes requests strictly in order on ACK, NAK, READ_RESPONSE and ATOMIC_RESPONSE (every
  * response implicitly acknowledges the requests before it), retries after RNR NAKs (go-back-N, after the responder's
- * timer), and notices a hung peer. The send-queue ring itself is the base class's; this class keeps what the protocol
+ * timer). The send-queue ring itself is the base class's; this class keeps what the protocol
  * adds to it. Runs under the QP's lock.
  */
 final class TcpRequester {
@@ -289,8 +289,8 @@ final class TcpRequester {
     // ------------------------------------------------------------------------------------------------ timers
 
     /**
-     * With the connection up: the end of an RNR wait, and the hung-peer check (requests outstanding and nothing
-     * moved either way for {@code max(peer timeout, timeout·(retry_cnt+1))}). Returns when to look again.
+     * With the connection up: the end of an RNR wait. Returns when to look again. (A peer that stops answering is
+     * {@link TcpLiveness}'s: it probes and fails the QP whether or not requests are outstanding.)
      */
     long onTimer(long nowNs) throws IOException {
         long next = Long.MAX_VALUE;
@@ -300,18 +300,6 @@ final class TcpRequester {
                 qp.ioRound();
             } else {
                 next = rnrResumeNs;
-            }
-        }
-        if (qp.connection.up() && qp.sendHead() < qp.sendNext() && rnrResumeNs == 0) {
-            long quietSince = qp.connection.quietSinceNs();
-            long limit = Math.max(qp.tcp.settings.peerTimeoutMs() * 1_000_000L,
-                RnrTimer.ackTimeoutNs(qp.timeout()) * (qp.retryCount() + 1));
-            if (nowNs - quietSince > limit) {
-                // Requests outstanding and nothing moved either way: the peer is gone or hung.
-                counters.increment(Counter.LOCAL_ACK_TIMEOUT_ERR);
-                qp.onLinkLost();
-            } else {
-                next = Math.min(next, quietSince + limit + 1);
             }
         }
         return next;

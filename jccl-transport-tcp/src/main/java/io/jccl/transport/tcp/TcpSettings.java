@@ -1,7 +1,10 @@
 package io.jccl.transport.tcp;
 
 import io.jccl.common.Config;
+import io.jccl.common.Log;
 import io.jccl.common.idle.BackoffIdleStrategy;
+
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * Settings of a tcp context, read from {@code JCCL_*} environment variables (or their {@code jccl.*} system
@@ -18,13 +21,20 @@ import io.jccl.common.idle.BackoffIdleStrategy;
  *     maximum would silently cap the buffers and switch autotuning off, the worst of both
  * @param connectTimeoutMs least time a QP is given to establish its connection after RTR, even when its
  *     timeout/retry_cnt budget is shorter ({@code JCCL_TCP_CONNECT_TIMEOUT_MS}, default 2000)
- * @param peerTimeoutMs how long requests may be outstanding with nothing moving on the connection before the
- *     peer is declared dead ({@code JCCL_TCP_PEER_TIMEOUT_MS}, default 10000)
  * @param spinNs how long a progress thread busy-polls before blocking in select ({@code JCCL_TCP_SPIN_US},
  *     default {@code JCCL_SPIN_US}, 50 µs)
  */
 public record TcpSettings(int threads, String interfaces, String family, String address, int port,
-                          int socketBufferBytes, long connectTimeoutMs, long peerTimeoutMs, long spinNs) {
+                          int socketBufferBytes, long connectTimeoutMs, long spinNs) {
+
+    /**
+     * The retired floor of the hung-peer detection (10 s by default until the tcp provider probed idle links). The
+     * limit is now each QP's own timeout and retry count ({@link TcpLiveness}); communicators set those from
+     * JCCL_PEER_TIMEOUT. A provider-wide floor would override what every communicator asked for, so the variable
+     * is ignored, with one warning per process.
+     */
+    static final String RETIRED_PEER_TIMEOUT = "JCCL_TCP_PEER_TIMEOUT_MS";
+    private static final AtomicBoolean RETIRED_WARNED = new AtomicBoolean();
 
     /** Default {@link #notSentLowatBytes} on virtual interfaces (veth, bridge, macvlan: containers, namespaces). */
     static final int VIRTUAL_NOTSENT_LOWAT_BYTES = 128 << 10;
@@ -59,50 +69,53 @@ public record TcpSettings(int threads, String interfaces, String family, String 
         if (family != null && !family.equals("AF_INET") && !family.equals("AF_INET6")) {
             throw new IllegalArgumentException("JCCL_SOCKET_FAMILY=" + family + ": use AF_INET or AF_INET6");
         }
-        if (socketBufferBytes < 0 || connectTimeoutMs < 0 || peerTimeoutMs < 0 || spinNs < 0) {
+        if (socketBufferBytes < 0 || connectTimeoutMs < 0 || spinNs < 0) {
             throw new IllegalArgumentException("negative tcp setting");
         }
     }
 
     /** Settings from the environment. */
     public static TcpSettings fromConfig() {
+        warnIfRetiredPeerTimeoutSet();
         String family = Config.value("JCCL_SOCKET_FAMILY");
         return new TcpSettings((int) Config.longValue("JCCL_TCP_THREADS", 1), blankToNull(Config.value(
             "JCCL_SOCKET_IFNAME")), blankToNull(family), blankToNull(Config.value("JCCL_TCP_ADDRESS")),
             (int) Config.longValue("JCCL_TCP_PORT", 0), (int) Config.longValue("JCCL_TCP_SOCKBUF",
             defaultSocketBuffer()),
-            Config.longValue("JCCL_TCP_CONNECT_TIMEOUT_MS", 2000), Config.longValue("JCCL_TCP_PEER_TIMEOUT_MS",
-            10_000), Config.longValue("JCCL_TCP_SPIN_US", BackoffIdleStrategy.SPIN_NS / 1000) * 1000);
+            Config.longValue("JCCL_TCP_CONNECT_TIMEOUT_MS", 2000),
+            Config.longValue("JCCL_TCP_SPIN_US", BackoffIdleStrategy.SPIN_NS / 1000) * 1000);
+    }
+
+    /** One WARN per process when {@link #RETIRED_PEER_TIMEOUT} is set: it has no effect any more. */
+    private static void warnIfRetiredPeerTimeoutSet() {
+        String value = Config.value(RETIRED_PEER_TIMEOUT);
+        if (value != null && !value.isBlank() && RETIRED_WARNED.compareAndSet(false, true)) {
+            Log.get().warn(-1, Log.Subsys.NET, RETIRED_PEER_TIMEOUT + "=" + value.trim() + " is ignored: the tcp "
+                + "provider declares a peer dead after each queue pair's own timeout and retry count (4.096 us x "
+                + "2^timeout x (retry_cnt+1), at least 1 s; timeout 0 never), probing idle connections; communicators "
+                + "set them from JCCL_PEER_TIMEOUT (see docs/transport-tcp.md, \"Errors and lost connections\")");
+        }
     }
 
     /** A copy binding to {@code address} (a numeric IP or host name) instead of selecting an interface. */
     public TcpSettings withAddress(String address) {
         return new TcpSettings(threads, interfaces, family, address, port, socketBufferBytes, connectTimeoutMs,
-            peerTimeoutMs, spinNs);
+            spinNs);
     }
 
     /** A copy with another interface filter (NCCL_SOCKET_IFNAME syntax). */
     public TcpSettings withInterfaces(String spec) {
-        return new TcpSettings(threads, spec, family, null, port, socketBufferBytes, connectTimeoutMs,
-            peerTimeoutMs, spinNs);
+        return new TcpSettings(threads, spec, family, null, port, socketBufferBytes, connectTimeoutMs, spinNs);
     }
 
     /** A copy with another number of progress threads. */
     public TcpSettings withThreads(int n) {
-        return new TcpSettings(n, interfaces, family, address, port, socketBufferBytes, connectTimeoutMs,
-            peerTimeoutMs, spinNs);
+        return new TcpSettings(n, interfaces, family, address, port, socketBufferBytes, connectTimeoutMs, spinNs);
     }
 
     /** A copy with another connection-establishment floor. */
     public TcpSettings withConnectTimeoutMs(long ms) {
-        return new TcpSettings(threads, interfaces, family, address, port, socketBufferBytes, ms, peerTimeoutMs,
-            spinNs);
-    }
-
-    /** A copy with another hung-peer timeout floor. */
-    public TcpSettings withPeerTimeoutMs(long ms) {
-        return new TcpSettings(threads, interfaces, family, address, port, socketBufferBytes, connectTimeoutMs, ms,
-            spinNs);
+        return new TcpSettings(threads, interfaces, family, address, port, socketBufferBytes, ms, spinNs);
     }
 
     static int defaultSocketBuffer() {

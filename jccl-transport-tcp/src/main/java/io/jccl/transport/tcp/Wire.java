@@ -13,6 +13,9 @@ package io.jccl.transport.tcp;
  *  3 u8  RNR timer code (RNR NAK)                           44 u32 ACK word: 0, or on a request a piggybacked ACK
  * </pre>
  *
+ * <p>Besides requests and responses, the engines exchange PING and PONG (link liveness, {@link TcpLiveness}): bare
+ * headers whose only non-zero field is a probe sequence number in the PSN field.
+ *
  * <p>The handshake (version 3) is three 96-byte messages, a mutual challenge-response keyed by the pair key K that
  * only the two QPs can compute (from both endpoint records' secrets, which never travel): HELLO from the connecting
  * side (its nonce), CHALLENGE back (the acceptor's nonce and a MAC proving it knows K), PROOF (the connector's MAC
@@ -48,6 +51,18 @@ final class Wire {
     static final int NAK = 0x12;
     static final int READ_RESPONSE = 0x13;
     static final int ATOMIC_RESPONSE = 0x14;
+    // link liveness (control frames of the providers' engines, neither requests nor responses: no PSN of the QP)
+    /**
+     * A liveness probe ({@link TcpLiveness}): sent by a side that has received nothing for a quarter of its
+     * hung-peer limit, or that is reading a long frame of the peer while sending nothing. The PSN field carries the
+     * probe's own 24-bit sequence number (1, 2, ... per connection); every other field is 0 and no payload follows.
+     */
+    static final int PING = 0x21;
+    /**
+     * The answer to PINGs, sent by the peer's engine without the application: the PSN field echoes the sequence
+     * number of the last PING received, which answers it and every PING before it; every other field is 0.
+     */
+    static final int PONG = 0x22;
 
     // NAK classes (syndrome byte)
     static final int NAK_RNR = 1;
@@ -114,6 +129,11 @@ final class Wire {
         return type >= ACK && type <= ATOMIC_RESPONSE;
     }
 
+    /** PING or PONG: link liveness, handled by the engines, never seen by the requester or responder. */
+    static boolean isControl(int type) {
+        return type == PING || type == PONG;
+    }
+
     /** Whether a request of this type is followed by payload bytes. */
     static boolean requestCarriesPayload(int type) {
         return type == SEND || type == SEND_IMM || type == WRITE || type == WRITE_IMM;
@@ -132,6 +152,8 @@ final class Wire {
             case NAK -> "NAK";
             case READ_RESPONSE -> "READ_RESPONSE";
             case ATOMIC_RESPONSE -> "ATOMIC_RESPONSE";
+            case PING -> "PING";
+            case PONG -> "PONG";
             default -> "0x" + Integer.toHexString(type);
         };
     }

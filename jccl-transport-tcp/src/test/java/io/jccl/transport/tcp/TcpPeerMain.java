@@ -24,10 +24,14 @@ import java.nio.charset.StandardCharsets;
 import java.util.SplittableRandom;
 
 /**
- * A peer process for {@link TcpSystemTest}, run inside a network namespace. Line protocol on stdin/stdout:
- * it prints {@code READY <endpoint> <region address> <rkey>}, then answers {@code CONNECT <endpoint>},
+ * A peer process for {@link TcpSystemTest} (run inside a network namespace) and {@link TcpLivenessTest} (on
+ * loopback). Line protocol on stdin/stdout: it prints {@code READY <endpoint> <region address> <rkey>}, then answers
+ * {@code CONNECT <endpoint> [<timeout> <retry count>]} (RTS attributes; perftest's 14 and 7 by default),
  * {@code EXERCISE <address> <rkey> <bytes>} (WRITE, READ back, atomics, SENDs with immediate against the peer),
- * {@code RECEIVE <n>} (wait for n SENDs and check them) and {@code QUIT}. Answers start with OK or FAIL.
+ * {@code RECEIVE <n>} (wait for n SENDs and check them), {@code SEND_BYTES <value>} (one 64-byte SEND filled with
+ * {@code value}), {@code RECEIVE_ONE} (wait for one SEND, answer its length and first byte, post the receive again),
+ * {@code CHECK <offset> <length> <value>} (bytes of the region), {@code BUSY <ms>} (compute without polling or
+ * posting anything), {@code STATE} (the QP's state) and {@code QUIT}. Answers start with OK or FAIL.
  */
 public final class TcpPeerMain {
     private static final int REGION = 16 << 20;
@@ -57,7 +61,11 @@ public final class TcpPeerMain {
                         case "CONNECT" -> {
                             Endpoint peer = Endpoint.decode(w[1]);
                             qp.modify(QueuePairAttributes.toReadyToReceive(peer));
-                            qp.modify(QueuePairAttributes.toReadyToSend(qp.initialPsn()));
+                            QueuePairAttributes rts = QueuePairAttributes.toReadyToSend(qp.initialPsn());
+                            if (w.length >= 4) {
+                                rts.timeout(Integer.parseInt(w[2])).retryCount(Integer.parseInt(w[3]));
+                            }
+                            qp.modify(rts);
                             ReceiveWorkRequest recv = new ReceiveWorkRequest();
                             for (int i = 0; i < 8; i++) {
                                 recv.wrId(i);
@@ -75,6 +83,34 @@ public final class TcpPeerMain {
                             Integer.parseInt(w[3]), Integer.parseInt(w[4]));
                         case "LATENCY" -> latency(qp, cq, region, Long.parseLong(w[1]), Integer.parseInt(w[2]),
                             Integer.parseInt(w[3]));
+                        case "SEND_BYTES" -> {
+                            region.segment().asSlice(0, 64).fill((byte) Integer.parseInt(w[1]));
+                            qp.postSend(new SendWorkRequest().wrId(6).opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED)
+                                .local(region, 0, 64));
+                            await(cq);
+                            yield "OK sent";
+                        }
+                        case "RECEIVE_ONE" -> {
+                            WorkCompletion wc = await(cq);
+                            long base = 8L * 1024 * 1024 + wc.wrId() * 4096L;
+                            byte first = region.segment().get(ValueLayout.JAVA_BYTE, base);
+                            qp.postReceive(new ReceiveWorkRequest().wrId(wc.wrId()).local(region, base, 4096));
+                            yield "OK " + wc.byteLength() + " " + first;
+                        }
+                        case "CHECK" -> {
+                            long offset = Long.parseLong(w[1]);
+                            int length = Integer.parseInt(w[2]);
+                            byte value = (byte) Integer.parseInt(w[3]);
+                            for (int i = 0; i < length; i++) {
+                                if (region.segment().get(ValueLayout.JAVA_BYTE, offset + i) != value) {
+                                    yield "FAIL byte " + i + " is " + region.segment().get(ValueLayout.JAVA_BYTE,
+                                        offset + i);
+                                }
+                            }
+                            yield "OK checked";
+                        }
+                        case "BUSY" -> "OK busy " + busy(Long.parseLong(w[1]));
+                        case "STATE" -> "OK " + qp.state().shortName();
                         case "QUIT" -> "OK bye";
                         default -> "FAIL unknown command " + w[0];
                     };
@@ -88,6 +124,21 @@ public final class TcpPeerMain {
                 }
             }
         }
+    }
+
+    /**
+     * Computes for {@code ms} milliseconds without touching the verbs API: no poll, no post (an application busy in
+     * its own work). Returns a checksum so that the loop is not optimised away.
+     */
+    private static long busy(long ms) {
+        long end = System.nanoTime() + ms * 1_000_000L;
+        long x = 1;
+        while (System.nanoTime() < end) {
+            for (int i = 0; i < 10_000; i++) {
+                x = x * 6364136223846793005L + 1442695040888963407L;
+            }
+        }
+        return x & 0xFFFF;
     }
 
     private static WorkCompletion await(CompletionQueue cq) {
