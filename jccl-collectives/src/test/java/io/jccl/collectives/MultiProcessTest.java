@@ -184,7 +184,7 @@ class MultiProcessTest {
      */
     @Test
     void aStoppedRankIsFailedAfterThePeerTimeoutOnEveryTransport() throws Exception {
-        for (String transport : new String[] {"shm0"}) {
+        for (String transport : new String[] {"shm0", "tcp0"}) {
             try (Job job = new Job(3, "loop", Map.of("JCCL_TRANSPORT", transport, "JCCL_PEER_TIMEOUT", "2s"),
                 true)) {
                 for (int r = 0; r < 3; r++) {
