@@ -1,9 +1,9 @@
 package io.jccl.transport.shm;
 
+import io.jccl.transport.shm.ShmTwoProcessTest.ChildPeer;
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.Endpoint;
 import io.jccl.verbs.MemoryRegion;
-import io.jccl.verbs.QueuePairAttributes;
 import io.jccl.verbs.QueuePairState;
 import io.jccl.verbs.ReceiveWorkRequest;
 import io.jccl.verbs.SendFlag;
@@ -92,21 +92,16 @@ class ShmNamespaceTest {
         Process unshare = spawnInOwnNamespace("peer");
         try (ShmTestSupport.Side side = new ShmTestSupport.Side()) {
             ProcessHandle jvm = PidNamespaces.jvmOf(unshare);
-            BufferedReader out = new BufferedReader(new InputStreamReader(unshare.getInputStream(),
-                StandardCharsets.UTF_8));
-            PrintStream toChild = new PrintStream(unshare.getOutputStream(), true, StandardCharsets.UTF_8);
-            String[] ep = expectLine(out, "EP ").split(" ");
+            ChildPeer peer = ChildPeer.connect(unshare, side, AccessFlag.REMOTE_WRITE);
+            BufferedReader out = peer.out();
+            PrintStream toChild = peer.toChild();
+            String[] ep = peer.endpoint();
             Endpoint remote = Endpoint.decode(ep[1]);
             long remoteAddress = Long.parseLong(ep[2]);
             int rkey = Integer.parseInt(ep[3]);
             ShmAddress address = ShmAddress.parse(remote.address());
             assertNotEquals(jvm.pid(), address.pid(), "the peer's pid is one of its own namespace");
             String prefix = ownerPrefix(address.contextFile());
-            toChild.println(side.qp.localEndpoint().encode());
-            side.qp.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
-            side.qp.modify(QueuePairAttributes.toReadyToReceive(remote));
-            side.qp.modify(QueuePairAttributes.toReadyToSend(side.qp.initialPsn()));
-            expectLine(out, "READY");
 
             MemoryRegion local = side.pd.allocateMemory(1 << 16, ALL_REMOTE);
             SendWorkRequest send = new SendWorkRequest();
@@ -151,17 +146,12 @@ class ShmNamespaceTest {
     void shouldRefuseThePrivateMemoryOfAPeerInAnotherPidNamespace() throws Exception {
         Process unshare = spawnInOwnNamespace("peer");
         try (ShmTestSupport.Side side = new ShmTestSupport.Side()) {
-            BufferedReader out = new BufferedReader(new InputStreamReader(unshare.getInputStream(),
-                StandardCharsets.UTF_8));
-            PrintStream toChild = new PrintStream(unshare.getOutputStream(), true, StandardCharsets.UTF_8);
-            String[] ep = expectLine(out, "EP ").split(" ");
+            ChildPeer peer = ChildPeer.connect(unshare, side);
+            BufferedReader out = peer.out();
+            PrintStream toChild = peer.toChild();
+            String[] ep = peer.endpoint();
             long privateAddress = Long.parseLong(ep[4]);
             int privateRkey = Integer.parseInt(ep[5]);
-            toChild.println(side.qp.localEndpoint().encode());
-            side.qp.modify(QueuePairAttributes.toInit());
-            side.qp.modify(QueuePairAttributes.toReadyToReceive(Endpoint.decode(ep[1])));
-            side.qp.modify(QueuePairAttributes.toReadyToSend(side.qp.initialPsn()));
-            expectLine(out, "READY");
             MemoryRegion local = side.pd.allocateMemory(4096, AccessFlag.LOCAL_WRITE);
             local.segment().set(ValueLayout.JAVA_LONG, 0, -1);
             // Cross-memory attach addresses the owner by pid; this pid would name another process here.

@@ -95,6 +95,25 @@ class ShmTwoProcessTest {
         }
     }
 
+    /**
+     * A child peer ("peer" mode) connected to {@code side}: reads its {@code EP} line (endpoint, region address,
+     * rkey, ...), sends our endpoint, brings our QP to RTS (INIT with {@code access}) and waits for its READY.
+     */
+    record ChildPeer(BufferedReader out, PrintStream toChild, String[] endpoint) {
+        static ChildPeer connect(Process child, ShmTestSupport.Side side, AccessFlag... access) throws IOException {
+            BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(),
+                StandardCharsets.UTF_8));
+            PrintStream toChild = new PrintStream(child.getOutputStream(), true, StandardCharsets.UTF_8);
+            String[] ep = expectLine(out, "EP ").split(" ");
+            toChild.println(side.qp.localEndpoint().encode());
+            side.qp.modify(QueuePairAttributes.toInit(access));
+            side.qp.modify(QueuePairAttributes.toReadyToReceive(Endpoint.decode(ep[1])));
+            side.qp.modify(QueuePairAttributes.toReadyToSend(side.qp.initialPsn()));
+            expectLine(out, "READY");
+            return new ChildPeer(out, toChild, ep);
+        }
+    }
+
     static String expectLine(BufferedReader reader, String prefix) throws IOException {
         String line;
         while ((line = reader.readLine()) != null) {
@@ -109,18 +128,12 @@ class ShmTwoProcessTest {
     void shouldWriteReadSendAndRunAtomicsAcrossProcessesThenFailCleanlyWhenThePeerIsKilled() throws Exception {
         Process child = spawn("peer");
         try (ShmTestSupport.Side side = new ShmTestSupport.Side()) {
-            BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(),
-                StandardCharsets.UTF_8));
-            PrintStream toChild = new PrintStream(child.getOutputStream(), true, StandardCharsets.UTF_8);
-            String[] ep = expectLine(out, "EP ").split(" ");
-            Endpoint remote = Endpoint.decode(ep[1]);
+            ChildPeer peer = ChildPeer.connect(child, side, AccessFlag.REMOTE_WRITE);
+            BufferedReader out = peer.out();
+            PrintStream toChild = peer.toChild();
+            String[] ep = peer.endpoint();
             long remoteAddress = Long.parseLong(ep[2]);
             int rkey = Integer.parseInt(ep[3]);
-            toChild.println(side.qp.localEndpoint().encode());
-            side.qp.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
-            side.qp.modify(QueuePairAttributes.toReadyToReceive(remote));
-            side.qp.modify(QueuePairAttributes.toReadyToSend(side.qp.initialPsn()));
-            expectLine(out, "READY");
 
             MemoryRegion local = side.pd.allocateMemory(1 << 16, ALL_REMOTE);
             SendWorkRequest send = new SendWorkRequest();
@@ -172,17 +185,12 @@ class ShmTwoProcessTest {
     void shouldSeeTheRevocationOfAnotherProcess() throws Exception {
         Process child = spawn("peer");
         try (ShmTestSupport.Side side = new ShmTestSupport.Side()) {
-            BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(),
-                StandardCharsets.UTF_8));
-            PrintStream toChild = new PrintStream(child.getOutputStream(), true, StandardCharsets.UTF_8);
-            String[] ep = expectLine(out, "EP ").split(" ");
+            ChildPeer peer = ChildPeer.connect(child, side);
+            BufferedReader out = peer.out();
+            PrintStream toChild = peer.toChild();
+            String[] ep = peer.endpoint();
             long remoteAddress = Long.parseLong(ep[2]);
             int rkey = Integer.parseInt(ep[3]);
-            toChild.println(side.qp.localEndpoint().encode());
-            side.qp.modify(QueuePairAttributes.toInit());
-            side.qp.modify(QueuePairAttributes.toReadyToReceive(Endpoint.decode(ep[1])));
-            side.qp.modify(QueuePairAttributes.toReadyToSend(side.qp.initialPsn()));
-            expectLine(out, "READY");
             MemoryRegion local = side.pd.allocateMemory(4096, AccessFlag.LOCAL_WRITE);
             SendWorkRequest send = new SendWorkRequest();
             MemorySegment view = side.qp.mapRemote(remoteAddress, 64, rkey, true);
@@ -252,18 +260,13 @@ class ShmTwoProcessTest {
     void shouldRemoveTheFilesOfAKilledPeerAsSoonAsASurvivorFindsItDead() throws Exception {
         Process child = spawn("peer");
         try (ShmTestSupport.Side side = new ShmTestSupport.Side()) {
-            BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(),
-                StandardCharsets.UTF_8));
-            PrintStream toChild = new PrintStream(child.getOutputStream(), true, StandardCharsets.UTF_8);
-            String[] ep = expectLine(out, "EP ").split(" ");
+            ChildPeer peer = ChildPeer.connect(child, side);
+            BufferedReader out = peer.out();
+            PrintStream toChild = peer.toChild();
+            String[] ep = peer.endpoint();
             Endpoint remote = Endpoint.decode(ep[1]);
             List<Path> owned = filesOfOwner(ownerPrefix(ShmAddress.parse(remote.address()).contextFile()));
             assertTrue(owned.size() >= 3, "ctx, qp and region files: " + owned);
-            toChild.println(side.qp.localEndpoint().encode());
-            side.qp.modify(QueuePairAttributes.toInit());
-            side.qp.modify(QueuePairAttributes.toReadyToReceive(remote));
-            side.qp.modify(QueuePairAttributes.toReadyToSend(side.qp.initialPsn()));
-            expectLine(out, "READY");
 
             // An idle survivor: its thread sits in a blocking poll, which runs the liveness check every 100 ms.
             AtomicBoolean stop = new AtomicBoolean();
