@@ -1,5 +1,6 @@
 package io.jccl.verbs;
 
+import io.jccl.common.BackgroundLinking;
 import io.jccl.verbs.spi.VerbsProvider;
 
 import java.util.ArrayList;
@@ -28,6 +29,8 @@ public final class Verbs {
     /** Providers created by class name (and reused by the scan), by class name. */
     private static final Map<String, VerbsProvider> BY_CLASS = new ConcurrentHashMap<>();
     private static volatile List<VerbsProvider> providers;
+    /** Whether the other built-in providers were scheduled to load (once per JVM, see {@link #loadOthersLater}). */
+    private static volatile boolean othersScheduled;
 
     private Verbs() {
     }
@@ -76,6 +79,35 @@ public final class Verbs {
         return null;
     }
 
+    /**
+     * Loads the built-in providers that {@link #device} skipped, once per JVM, on a daemon thread after the start-up
+     * burst ({@link BackgroundLinking}): a provider's constructor may keep the host clean for everyone (the shm
+     * provider removes the files of killed processes), and a job that uses only {@code tcp0} would otherwise never
+     * load it. Loading is by class name, without the class-path scan; no device is opened.
+     */
+    private static void loadOthersLater() {
+        if (othersScheduled) {
+            return;
+        }
+        synchronized (Verbs.class) {
+            if (othersScheduled) {
+                return;
+            }
+            othersScheduled = true;
+        }
+        BackgroundLinking.start("jccl-providers", new LoadBuiltIns());
+    }
+
+    /** {@link #loadOthersLater}'s task (a named class: a lambda would be spun into a class at start-up). */
+    private static final class LoadBuiltIns implements Runnable {
+        @Override
+        public void run() {
+            for (String className : BUILT_IN.values()) {
+                builtIn(className);
+            }
+        }
+    }
+
     private static VerbsProvider builtIn(String className) {
         VerbsProvider known = BY_CLASS.get(className);
         if (known != null) {
@@ -120,6 +152,7 @@ public final class Verbs {
     public static Device device(String name) {
         Device quick = builtInDevice(name);
         if (quick != null) {
+            loadOthersLater();
             return quick;
         }
         List<Device> all = devices();
