@@ -5,7 +5,7 @@ JCCL_ROOT="$(dirname "$BENCH_DIR")"
 # shellcheck source=../scripts/env.sh
 source "$JCCL_ROOT/scripts/env.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-BENCH_JAR="$JCCL_ROOT/jccl-benchmarks/target/jccl-benchmarks-0.1.0-SNAPSHOT.jar"
+BENCH_JAR="$JCCL_ROOT/jccl-benchmarks/target/jccl-benchmarks-0.2.0.jar"
 
 bench_mvn() {
   if command -v flock >/dev/null 2>&1; then (cd "$JCCL_ROOT" && flock /tmp/jccl-mvn.lock ./mvnw "$@"); else (cd "$JCCL_ROOT" && ./mvnw "$@"); fi

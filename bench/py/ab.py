@@ -1,7 +1,7 @@
 """bench/ab: two builds of JCCL side by side in one session (A/B), for changes that must not move performance.
 
 Each side is a complete jccl-benchmarks classpath: --a/--b DIR (the jars in DIR, classpath DIR/*), or --a-tree/--b-tree
-PATH (a work tree's jccl-benchmarks/target/jccl-benchmarks-0.1.0-SNAPSHOT.jar + jccl-benchmarks/target/lib/*; B
+PATH (a work tree's jccl-benchmarks/target/jccl-benchmarks-0.2.0.jar + jccl-benchmarks/target/lib/*; B
 defaults to the work tree holding bench/). Nothing is built. Unless --no-snapshot, both classpaths are copied into
 the results directory first, so a rebuild of the work tree during the session cannot change (or break) a side.
 
@@ -38,7 +38,7 @@ from compare import JVM_FLAGS, why  # noqa: E402  (the same JVM flags as bench/c
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MAIN = "io.jccl.benchmarks.CollectiveBench"
-TREE_JAR = os.path.join("jccl-benchmarks", "target", "jccl-benchmarks-0.1.0-SNAPSHOT.jar")
+TREE_JAR = os.path.join("jccl-benchmarks", "target", "jccl-benchmarks-0.2.0.jar")
 TREE_LIB = os.path.join("jccl-benchmarks", "target", "lib")
 SHM_ENV = {"JCCL_TRANSPORT": "shm0"}
 TCP_ENV = {"JCCL_TRANSPORT": "tcp0", "JCCL_SHM_DISABLE": "1", "JCCL_DIRECT_DISABLE": "1"}

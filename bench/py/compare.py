@@ -28,7 +28,7 @@ INPLACE = "allreduce_inplace"   # CollectiveBench's in-place all-reduce (send bu
 OMPI = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "pml", "ob1"]
 HERE = os.path.dirname(os.path.abspath(__file__))
 NETNS_PREFIX = os.environ.get("JCCL_BENCH_NETNS_PREFIX", "jbench")   # not "jccl": the tcp tests use that one
-BENCH_JAR = os.path.join(B.ROOT, "jccl-benchmarks", "target", "jccl-benchmarks-0.1.0-SNAPSHOT.jar")
+BENCH_JAR = os.path.join(B.ROOT, "jccl-benchmarks", "target", "jccl-benchmarks-0.2.0.jar")
 BENCH_CP = f"{BENCH_JAR}:{os.path.join(B.ROOT, 'jccl-benchmarks', 'target', 'lib')}/*"
 JVM_FLAGS = ["--enable-native-access=ALL-UNNAMED", "--add-modules", "jdk.incubator.vector"]
 

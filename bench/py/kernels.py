@@ -13,7 +13,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as B  # noqa: E402
 
-JAR = os.path.join(B.ROOT, "jccl-benchmarks", "target", "jccl-benchmarks-0.1.0-SNAPSHOT.jar")
+JAR = os.path.join(B.ROOT, "jccl-benchmarks", "target", "jccl-benchmarks-0.2.0.jar")
 LIB = os.path.join(B.ROOT, "jccl-benchmarks", "target", "lib")
 
 

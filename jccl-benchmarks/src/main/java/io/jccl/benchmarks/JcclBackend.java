@@ -41,7 +41,7 @@ final class JcclBackend implements BenchBackend {
     public String describe() {
         StringBuilder sb = new StringBuilder("JCCL ");
         String v = Communicator.class.getPackage().getImplementationVersion();
-        sb.append(v == null ? "0.1.0-SNAPSHOT" : v).append(", Java ").append(Runtime.version());
+        sb.append(v == null ? "0.2.0" : v).append(", Java ").append(Runtime.version());
         if (comm.size() > 1) {
             sb.append("; rank 0 -> 1 via ").append(comm.transportOf(1));
         }

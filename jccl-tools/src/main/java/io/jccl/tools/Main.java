@@ -67,7 +67,7 @@ public final class Main implements Runnable {
         @Override
         public String[] getVersion() {
             String version = Main.class.getPackage().getImplementationVersion();
-            return new String[] {"jccl " + (version == null ? "0.1.0-SNAPSHOT" : version)
+            return new String[] {"jccl " + (version == null ? "0.2.0" : version)
                 + " (Java " + Runtime.version() + ")"};
         }
     }
