@@ -172,8 +172,9 @@ class InlineAllReduceTest {
     }
 
     /**
-     * Blocking calls take tickets without a lock: queued async all-reduces, blocking ones from the same thread and
-     * from a second thread all complete, in issue order, with the right data.
+     * Blocking calls take tickets without a lock: queued async all-reduces and blocking ones from the same thread
+     * all complete, in issue order, with the right data; then a second thread's call works once nothing is in
+     * flight.
      */
     @Test
     void asyncAndBlockingCallsKeepIssueOrder() {
@@ -193,14 +194,23 @@ class InlineAllReduceTest {
                         pending.add(c.allReduceAsync(bufs[k], bufs[k], 64, DataType.INT32, ReduceOp.MAX));
                     }
                 }
-                // A second thread: its blocking call queues behind this thread's async ones.
                 CompletableFuture<Void> more = c.allReduceAsync(bufs[0], bufs[0], 64, DataType.INT32, ReduceOp.MIN);
-                Thread other = Thread.ofPlatform().start(() -> c.barrier());
-                other.join(30_000);
                 more.get(30, TimeUnit.SECONDS);
                 for (CompletableFuture<Void> f : pending) {
                     f.get(30, TimeUnit.SECONDS);
                 }
+                // Nothing in flight any more: another thread may call now (while calls are in flight it is refused,
+                // ConcurrentCallsTest).
+                CompletableFuture<Void> fromOther = new CompletableFuture<>();
+                Thread.ofPlatform().start(() -> {
+                    try {
+                        c.barrier();
+                        fromOther.complete(null);
+                    } catch (Throwable t) {
+                        fromOther.completeExceptionally(t);
+                    }
+                });
+                fromOther.get(30, TimeUnit.SECONDS);
                 for (int k = 0; k < rounds; k++) {
                     for (int i = 0; i < 64; i++) {
                         int expect = k % 3 == 2 ? 2 * (k * 1000 + i) + 1 : k * 1000 + i + 1;
