@@ -5,7 +5,7 @@
 - quiet gating (wait_quiet) and foreign-CPU accounting per run (run_measured), as shared/peers/lib.sh and
   measure.py do: the machine is shared, so every run records how much CPU other tenants used meanwhile and is
   retried once when that was over 15 %;
-- machine and version facts; markdown tables; replacing a marked section of docs/PERFORMANCE.md.
+- machine and version facts; markdown tables; replacing a marked section of docs/performance-results.md.
 """
 import datetime
 import json

@@ -8,7 +8,7 @@ same method (mpi_coll.c: warm-up 3, estimate 5, iters = 0.2 s / estimate, 5 bloc
 median over blocks). A table cell is the median over rounds of the per-run medians, [min-max] over rounds.
 It also measures the memcpy / reduce ceilings (memcpy_bw, reduce_bw) and start-up (in-process and launcher wall
 time) in the same run, and writes the section between <!-- bench/compare:begin --> and <!-- bench/compare:end -->
-of docs/PERFORMANCE.md with the machine, the versions, the tables, the JCCL/peer ratios and each target met or not.
+of docs/performance-results.md with the machine, the versions, the tables, the JCCL/peer ratios and each target met or not.
 """
 import argparse
 import glob
@@ -661,7 +661,7 @@ def main():
     ap.add_argument("--quiet-budget", type=float, default=300.0)
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per benchmark run (rows printed before a timeout are kept)")
     ap.add_argument("--skip-setup", action="store_true", help="do not apt-install missing peer packages")
-    ap.add_argument("--no-doc", action="store_true", help="do not touch docs/PERFORMANCE.md")
+    ap.add_argument("--no-doc", action="store_true", help="do not touch docs/performance-results.md")
     ap.add_argument("--out", help="results directory (default bench/results/compare-<stamp>)")
     ap.add_argument("--from-json", help="only rebuild the report from a previous run's samples.json")
     a = ap.parse_args()
@@ -694,8 +694,8 @@ def main():
                    "algo": {"|".join(map(str, k)): v for k, v in h.algo.items()}}, f, indent=1)
     print(text)
     if not a.no_doc:
-        B.update_section(os.path.join(B.ROOT, "docs", "PERFORMANCE.md"), "bench/compare", text)
-        B.log("updated docs/PERFORMANCE.md (bench/compare section)")
+        B.update_section(os.path.join(B.ROOT, "docs", "performance-results.md"), "bench/compare", text)
+        B.log("updated docs/performance-results.md (bench/compare section)")
     return 0
 
 

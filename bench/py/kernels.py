@@ -42,7 +42,7 @@ def main():
     ap.add_argument("--c-trials", default="3", help="trials per C ceiling run")
     ap.add_argument("--filter", default="ReduceKernelBench|CopyBench", help="JMH benchmark regexp")
     ap.add_argument("--out", help="results directory (default bench/results/kernels-<stamp>)")
-    ap.add_argument("--doc", action="store_true", help="also write the table into docs/PERFORMANCE.md")
+    ap.add_argument("--doc", action="store_true", help="also write the table into docs/performance-results.md")
     a = ap.parse_args()
     res_dir = B.results_dir("kernels", a.out)
     peers = B.ensure_peers()
@@ -106,7 +106,7 @@ def main():
         body = ("### Kernels (bench/kernels)\n\n```\n" + info + "\n```\n\n" + text +
                 "\nGB/s = bytes read + written per second (reduce: 3 × array bytes per pass; copy: 2 × bytes). "
                 "bf16/fp16 rows are compared with the f32 C loop by bytes moved.\n")
-        B.update_section(os.path.join(B.ROOT, "docs", "PERFORMANCE.md"), "bench/kernels", body)
+        B.update_section(os.path.join(B.ROOT, "docs", "performance-results.md"), "bench/kernels", body)
     print(f"results: {res_dir}", file=sys.stderr)
     return 0
 

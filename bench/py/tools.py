@@ -7,7 +7,7 @@ all_reduce, torch gloo (`bench/py/gloo_nccl_tests.py`), same flags (-b -e -f -n 
 memory) at selected sizes, and `./jccl perf write_bw|send_lat -a --local -d tcp0` against iperf3 and the
 busy-polled C ping-pong (tcp_bench) on loopback. JCCL and peers alternate for --rounds rounds (order reversed every
 other round), each run gated on a quiet machine (benchlib). The section between <!-- bench/tools:begin --> and
-<!-- bench/tools:end --> of docs/PERFORMANCE.md gets the raw tables of the median round verbatim and a side-by-side
+<!-- bench/tools:end --> of docs/performance-results.md gets the raw tables of the median round verbatim and a side-by-side
 table of medians over rounds with JCCL/peer ratios.
 """
 import argparse
@@ -345,8 +345,8 @@ def main():
         f.write(text)
     print(text)
     if not a.no_doc:
-        B.update_section(os.path.join(B.ROOT, "docs", "PERFORMANCE.md"), "bench/tools", text)
-        B.log("updated docs/PERFORMANCE.md (bench/tools section)")
+        B.update_section(os.path.join(B.ROOT, "docs", "performance-results.md"), "bench/tools", text)
+        B.log("updated docs/performance-results.md (bench/tools section)")
     return 1 if t.wrong else 0
 
 

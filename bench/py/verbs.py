@@ -7,7 +7,7 @@ once when other tenants used > 15 % CPU. Latency = median (perftest t_typical / 
 (half round trip) for WRITE and SEND ping-pong, a full round trip for READ (perftest and ucx_perftest both). Bandwidth
 = perftest BW_average / ucx_perftest overall (both MiB/s) converted to GB/s (1e9 B/s). ucx_perftest: server pinned to
 CPU0, client to CPU1 (as shared/peers/run_ucx.sh); ./jccl perf --local does not pin.
-Writes the section between <!-- bench/verbs:begin --> and <!-- bench/verbs:end --> of docs/PERFORMANCE.md.
+Writes the section between <!-- bench/verbs:begin --> and <!-- bench/verbs:end --> of docs/performance-results.md.
 """
 import argparse
 import json
@@ -295,8 +295,8 @@ def main():
         json.dump({"|".join(map(str, k)): x for k, x in v.s.items()}, f, indent=1)
     print(text)
     if not a.no_doc:
-        B.update_section(os.path.join(B.ROOT, "docs", "PERFORMANCE.md"), "bench/verbs", text)
-        B.log("updated docs/PERFORMANCE.md (bench/verbs section)")
+        B.update_section(os.path.join(B.ROOT, "docs", "performance-results.md"), "bench/verbs", text)
+        B.log("updated docs/performance-results.md (bench/verbs section)")
     return 0
 
 

@@ -186,7 +186,7 @@ public final class CollectiveBench {
      * before any loop has been compiled, and are slow until C2 has compiled the path) even if fewer operations ran,
      * in chunks sized from a MAX-over-ranks estimate, so that every rank runs the same number of operations (every
      * decision uses values all ranks share). The time floor matters for the first, small cases of a JVM, whose
-     * operations can all run before C2 has compiled the path (measured: docs/PERFORMANCE.md, "The warm-up's time
+     * operations can all run before C2 has compiled the path (measured: docs/performance-results.md, "The warm-up's time
      * floor").
      */
     static void warmUp(BenchBackend comm, Runnable op, long bytes, double seconds) {

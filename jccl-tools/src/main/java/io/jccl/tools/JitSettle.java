@@ -7,7 +7,7 @@ import java.lang.management.ManagementFactory;
  * Idling after a JIT warm-up until this JVM's compiler is quiet, before anything is timed. With as many ranks as
  * cores, compiler threads run only when a spinning rank is preempted, so the compilations a warm-up queued can
  * still be running long after it, inside the first timed loop, on the core of a rank the others wait for
- * (measured: docs/PERFORMANCE.md, "Idling until the JIT is quiet").
+ * (measured: docs/performance-results.md, "Idling until the JIT is quiet").
  */
 public final class JitSettle {
     /** Shortest idle. */
