@@ -17,6 +17,7 @@ import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.BooleanSupplier;
 import java.util.function.Function;
 import java.util.function.Supplier;
 
@@ -60,7 +61,6 @@ public final class Log {
 
     private static final String HOST = hostName();
     private static final long PID = ProcessIds.self();
-    private static final String VERSION = readVersion();
     /** Once per process (NCCL prints its version and NCCL_* settings once per process too). */
     private static final AtomicBoolean VERSION_SHOWN = new AtomicBoolean();
     private static final AtomicBoolean SETTINGS_SHOWN = new AtomicBoolean();
@@ -94,7 +94,8 @@ public final class Log {
             synchronized (Log.class) {
                 log = global;
                 if (log == null || !key.equals(log.key)) {
-                    log = create(Config::value, System.LoggerFinder::getLoggerFinder, System.err);
+                    log = create(Config::value, Log::mayHaveApplicationFinder, System.LoggerFinder::getLoggerFinder,
+                        System.err);
                     log.key = key;
                     global = log;
                 }
@@ -105,13 +106,16 @@ public final class Log {
 
     /**
      * A logger from settings read through {@code config} (names as the environment spells them; null when unset),
-     * with {@code finder} supplying the System.LoggerFinder (asked only when the rule needs it) and {@code stderr}
-     * for JCCL's own lines and for complaints about bad settings. {@link #get()} uses the process's settings.
+     * with {@code finder} supplying the System.LoggerFinder (asked only when the rule needs it: its first call costs
+     * some 12 ms of start-up), {@code mayHaveFinder} saying cheaply whether the application could have installed one
+     * at all, and {@code stderr} for JCCL's own lines and for complaints about bad settings. {@link #get()} uses the
+     * process's settings.
      */
-    static Log create(Function<String, String> config, Supplier<System.LoggerFinder> finder, PrintStream stderr) {
+    static Log create(Function<String, String> config, BooleanSupplier mayHaveFinder,
+                      Supplier<System.LoggerFinder> finder, PrintStream stderr) {
         String debug = setting(config, "JCCL_DEBUG");
         String subsys = setting(config, "JCCL_DEBUG_SUBSYS");
-        Backend backend = backend(setting(config, "JCCL_LOGGER"), debug != null, finder, stderr);
+        Backend backend = backend(setting(config, "JCCL_LOGGER"), debug != null, mayHaveFinder, finder, stderr);
         Level level = backend == Backend.SYSTEM ? Level.TRACE : Level.WARN;
         if (debug != null) {
             try {
@@ -158,8 +162,8 @@ public final class Log {
     }
 
     /** The rule of the class comment. */
-    private static Backend backend(String spec, boolean debugSet, Supplier<System.LoggerFinder> finder,
-                                   PrintStream stderr) {
+    private static Backend backend(String spec, boolean debugSet, BooleanSupplier mayHaveFinder,
+                                   Supplier<System.LoggerFinder> finder, PrintStream stderr) {
         if (spec != null) {
             switch (spec.toLowerCase(Locale.ROOT)) {
                 case "jccl" -> {
@@ -178,7 +182,33 @@ public final class Log {
         if (debugSet) {
             return Backend.JCCL;
         }
-        return isApplicationFinder(finder.get()) ? Backend.SYSTEM : Backend.JCCL;
+        return mayHaveFinder.getAsBoolean() && isApplicationFinder(finder.get()) ? Backend.SYSTEM : Backend.JCCL;
+    }
+
+    /**
+     * Whether an application LoggerFinder could be installed: a service file for it on the class path or a
+     * non-JDK module of the boot layer that provides one. Cheap (no service loading), so the common case, no
+     * logging bridge at all, skips System.LoggerFinder.getLoggerFinder() and its ~12 ms of first-call start-up.
+     */
+    static boolean mayHaveApplicationFinder() {
+        String service = System.LoggerFinder.class.getName();
+        for (Module module : ModuleLayer.boot().modules()) {
+            String name = module.getName();
+            if (name.startsWith("java.") || name.startsWith("jdk.")) {
+                continue;
+            }
+            // plain loops: a first lambda or stream in the JVM costs milliseconds of start-up
+            for (java.lang.module.ModuleDescriptor.Provides provides : module.getDescriptor().provides()) {
+                if (provides.service().equals(service)) {
+                    return true;
+                }
+            }
+        }
+        try {
+            return ClassLoader.getSystemClassLoader().getResource("META-INF/services/" + service) != null;
+        } catch (RuntimeException e) {
+            return true; // cannot tell: ask the JDK
+        }
     }
 
     /**
@@ -310,12 +340,17 @@ public final class Log {
 
     /** The version line: {@code JCCL version 0.2.0+java25} (NCCL: {@code NCCL version 2.x.y+cuda12.z}). */
     public static String versionLine() {
-        return "JCCL version " + VERSION + "+java" + Runtime.version().feature();
+        return "JCCL version " + version() + "+java" + Runtime.version().feature();
     }
 
     /** JCCL's version (from the build), e.g. {@code 0.2.0}. */
     public static String version() {
-        return VERSION;
+        return VersionHolder.VERSION;
+    }
+
+    /** Read on first use: the resource lookup costs ~2 ms of start-up that most processes never need. */
+    private static final class VersionHolder {
+        static final String VERSION = readVersion();
     }
 
     /**

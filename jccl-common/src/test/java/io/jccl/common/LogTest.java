@@ -34,8 +34,8 @@ class LogTest {
 
     /** A Log from {@code settings}; a null finder stands for the JDK's own (no application logging). */
     private Log create(Map<String, String> settings, System.LoggerFinder finder) {
-        return Log.create(settings::get, () -> finder != null ? finder : System.LoggerFinder.getLoggerFinder(),
-            stderr);
+        return Log.create(settings::get, () -> true,
+            () -> finder != null ? finder : System.LoggerFinder.getLoggerFinder(), stderr);
     }
 
     private static List<RecordingLoggerFinder.Entry> recorded(Runnable logging) {
@@ -95,6 +95,11 @@ class LogTest {
         System.LoggerFinder jdk = System.LoggerFinder.getLoggerFinder(); // no service file in this JVM: the JDK's
         assertFalse(Log.isApplicationFinder(jdk), jdk.getClass().getName());
         assertTrue(Log.isApplicationFinder(application));
+        assertFalse(Log.mayHaveApplicationFinder(), "no service file or providing module in this JVM");
+        // the cheap probe says none could be installed: the JDK is not even asked
+        assertEquals(Log.Backend.JCCL, Log.create(Map.<String, String>of()::get, () -> false, () -> {
+            throw new AssertionError("asked for the LoggerFinder");
+        }, stderr).backend());
         // auto: an application's finder wins unless JCCL_DEBUG asks for JCCL's own lines
         assertEquals(Log.Backend.SYSTEM, create(Map.of(), application).backend());
         assertEquals(Log.Backend.JCCL, create(Map.of("JCCL_DEBUG", "INFO"), application).backend());
