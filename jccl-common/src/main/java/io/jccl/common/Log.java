@@ -354,14 +354,15 @@ public final class Log {
     }
 
     /**
-     * Once per process, as NCCL does at its first communicator: the version line (JCCL_DEBUG=VERSION prints it bare,
-     * INFO as an INIT message) and, at INFO, one "JCCL_X set by environment to V" line per JCCL_* setting. Each part
-     * counts as shown only once it was enabled, so a later communicator under a more verbose setting still prints it.
+     * Once per process, as NCCL does at communicator creation: the version line from rank 0's process only (one
+     * line per job, not per rank; JCCL_DEBUG=VERSION prints it bare, INFO as an INIT message) and, at INFO, one
+     * "JCCL_X set by environment to V" line per JCCL_* setting in every process. Each part counts as shown only once
+     * it was enabled, so a later communicator under a more verbose setting still prints it.
      */
     public void announce(int rank) {
         boolean info = enabled(Level.INFO, Subsys.INIT);
         boolean bare = loggers == null && level == Level.VERSION;
-        if ((info || bare) && VERSION_SHOWN.compareAndSet(false, true)) {
+        if (rank == 0 && (info || bare) && VERSION_SHOWN.compareAndSet(false, true)) {
             emit(bare ? Level.VERSION : Level.INFO, rank, Subsys.INIT, versionLine());
         }
         if (info && SETTINGS_SHOWN.compareAndSet(false, true)) {
