@@ -36,7 +36,8 @@ import java.util.function.Supplier;
  * default): JCCL's own lines when {@code JCCL_DEBUG} is set (someone asked for NCCL-style output) or when the
  * application installed no {@link System.LoggerFinder} of its own (the JDK's default one); otherwise (for example
  * slf4j-jdk-platform-logging or log4j-jpl on the class path) the system backend. With the system backend an unset
- * {@code JCCL_DEBUG}/{@code JCCL_DEBUG_SUBSYS} filters nothing: the application's logger configuration decides.
+ * {@code JCCL_DEBUG} filters no level (the application's logger configuration decides) and {@code JCCL_DEBUG_SUBSYS}
+ * keeps its default INIT,NET (COLL logs every operation at INFO; ask for it explicitly).
  *
  * <p>Cost when disabled: callers pass a {@link Supplier} ({@code info(rank, INIT, () -> "..." + x)}) or guard with
  * {@link #enabled}, so no message string is built for a level that is off.
@@ -125,7 +126,9 @@ public final class Log {
                     + "using " + level);
             }
         }
-        Set<Subsys> set = subsystems(subsys != null ? subsys : backend == Backend.SYSTEM ? "ALL" : "INIT,NET");
+        // INIT,NET by default with either backend: COLL at INFO is a line per operation (NCCL keeps it off too), and
+        // an application's logger at INFO would otherwise log every all-reduce.
+        Set<Subsys> set = subsystems(subsys != null ? subsys : "INIT,NET");
         LogTimestamp timestamp = null;
         String format = config.apply("JCCL_DEBUG_TIMESTAMP_FORMAT");
         if (format != null && !format.isEmpty()) {

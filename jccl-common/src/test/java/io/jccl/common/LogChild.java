@@ -14,7 +14,7 @@ public final class LogChild {
         Log log = Log.get();
         log.warn(0, Log.Subsys.NET, "a warning");
         log.info(1, Log.Subsys.INIT, () -> "an info " + 42);
-        log.trace(2, Log.Subsys.COLL, "a trace");
+        log.trace(2, Log.Subsys.NET, "a trace");
         log.announce(1); // not rank 0: no version line (NCCL prints it from rank 0 only)
         log.announce(0);
         log.announce(0);

@@ -49,7 +49,7 @@ class LogTest {
 
     @Test
     void shouldRouteEveryLevelToTheSubsystemsSystemLogger() {
-        Log log = create(Map.of("JCCL_LOGGER", "system"), new RecordingLoggerFinder());
+        Log log = create(Map.of("JCCL_LOGGER", "system", "JCCL_DEBUG_SUBSYS", "ALL"), new RecordingLoggerFinder());
         assertEquals(Log.Backend.SYSTEM, log.backend());
         List<RecordingLoggerFinder.Entry> entries = recorded(() -> {
             log.warn(3, Log.Subsys.NET, "w");
@@ -66,8 +66,19 @@ class LogTest {
     }
 
     @Test
+    void shouldKeepPerOperationLinesOffByDefaultWithTheSystemBackend() {
+        // an application logger at INFO must not receive a line per all-reduce (COLL), as NCCL keeps COLL off
+        Log log = create(Map.of("JCCL_LOGGER", "system"), new RecordingLoggerFinder());
+        assertFalse(log.enabled(Log.Level.INFO, Log.Subsys.COLL));
+        assertFalse(log.enabled(Log.Level.INFO, Log.Subsys.TUNING));
+        assertTrue(log.enabled(Log.Level.TRACE, Log.Subsys.NET));
+        assertTrue(log.enabled(Log.Level.WARN, Log.Subsys.COLL));
+    }
+
+    @Test
     void shouldLetTheApplicationsLoggerDecideAndBuildNoMessageItRefuses() {
-        Log log = create(Map.of("JCCL_LOGGER", "system"), new RecordingLoggerFinder(System.Logger.Level.INFO));
+        Log log = create(Map.of("JCCL_LOGGER", "system", "JCCL_DEBUG_SUBSYS", "ALL"),
+            new RecordingLoggerFinder(System.Logger.Level.INFO));
         assertTrue(log.enabled(Log.Level.INFO, Log.Subsys.COLL));
         assertFalse(log.enabled(Log.Level.TRACE, Log.Subsys.COLL));
         AtomicInteger built = new AtomicInteger();
@@ -215,7 +226,7 @@ class LogTest {
         assertTrue(lines.contains("backend=SYSTEM"), all);
         assertTrue(lines.contains("WARNING|io.jccl.net|[0] a warning"), all);
         assertTrue(lines.contains("INFO|io.jccl.init|[1] an info 42"), all);
-        assertTrue(lines.contains("TRACE|io.jccl.coll|[2] a trace"), all);
+        assertTrue(lines.contains("TRACE|io.jccl.net|[2] a trace"), all);
         assertEquals(1, lines.stream().filter(l -> l.startsWith("INFO|io.jccl.init|[0] JCCL version ")).count(), all);
         assertFalse(all.contains(" JCCL WARN "), "no NCCL-style line: " + all);
 
