@@ -202,6 +202,7 @@ public final class Communicator implements AutoCloseable {
      * CPU binding, the cost model's parameters, and a first barrier that checks every link.
      */
     private void init() {
+        log.announce(rank); // the version line and the JCCL_* settings, once per process
         long deadline = System.nanoTime() + options.timeoutNs();
         joined = Bootstrap.join(store, rank, size, options, deadline, allocations, waits);
         devicesTried.addAll(joined.devicesTried());
@@ -224,7 +225,7 @@ public final class Communicator implements AutoCloseable {
             directBarrier.coresApart(true);
         }
         if (localRanks > cores) {
-            log.info(rank, Log.Subsys.INIT, localRanks + " ranks on this host share " + cores
+            log.info(rank, Log.Subsys.INIT, () -> localRanks + " ranks on this host share " + cores
                 + " cores: waiting yields early (oversubscribed)");
         }
         tuning = RankSetup.tuningParameters(options, joined, direct);
@@ -236,6 +237,7 @@ public final class Communicator implements AutoCloseable {
             waits.setDeadline(deadline);
             dispatch.barrier(direct ? Algorithm.DIRECT : Algorithm.RING, sig);
         }
+        log.info(rank, Log.Subsys.INIT, this::summary);
     }
 
     // ============================================================================================ accessors
@@ -272,6 +274,16 @@ public final class Communicator implements AutoCloseable {
         }
         Peer p = messagePath.peer(peer);
         return p.device().name() + " (" + p.reason() + ")";
+    }
+
+    /**
+     * The line {@code JCCL_DEBUG=INFO} prints once per rank when the communicator is ready: ranks, local ranks and
+     * hosts, the device serving each group of peers and why, the paths in use, e.g. {@code comm 'world' rank 0
+     * nranks 4 localRanks 4 hosts 1 - Using network shm0 (same host, shared memory) for ranks 1-3 - paths
+     * direct+message - Init COMPLETE}. Tools print it to say what was chosen.
+     */
+    public String summary() {
+        return RankSetup.summary(rank, size, options, joined);
     }
 
     /** The algorithm the cost model (and JCCL_ALGO) picks for a collective of {@code bytes} (nccl-tests size). */
@@ -734,7 +746,7 @@ public final class Communicator implements AutoCloseable {
                 waits.setDeadline(System.nanoTime() + Math.min(options.timeoutNs(), TimeUnit.SECONDS.toNanos(5)));
                 directBarrier.await(sig, false);
             } catch (RuntimeException e) {
-                log.info(rank, Log.Subsys.INIT, "close: peers did not all reach the closing barrier (" + e.getMessage()
+                log.info(rank, Log.Subsys.INIT, () -> "close: peers did not all reach the closing barrier (" + e.getMessage()
                     + ")");
             }
         }

@@ -17,7 +17,9 @@ import io.jccl.verbs.LinkLayer;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.WeakHashMap;
 import java.util.concurrent.TimeUnit;
@@ -66,12 +68,15 @@ final class RankSetup {
         } else {
             why = CpuAffinity.bindCurrentThread(cpus.get(local));
             if (why == null) {
-                log.info(rank, Log.Subsys.INIT, "JCCL_CPU_BIND=core: thread '" + Thread.currentThread().getName()
-                    + "' bound to CPU " + cpus.get(local) + " (local rank " + local + " of " + localGroup.length + ")");
+                int cpu = cpus.get(local);
+                int localRank = local;
+                log.info(rank, Log.Subsys.INIT, () -> "JCCL_CPU_BIND=core: thread '" + Thread.currentThread().getName()
+                    + "' bound to CPU " + cpu + " (local rank " + localRank + " of " + localGroup.length + ")");
                 return true;
             }
         }
-        log.info(rank, Log.Subsys.INIT, "JCCL_CPU_BIND=core: not binding: " + why);
+        String notBinding = why;
+        log.info(rank, Log.Subsys.INIT, () -> "JCCL_CPU_BIND=core: not binding: " + notBinding);
         return false;
     }
 
@@ -116,13 +121,13 @@ final class RankSetup {
         Log log = Log.get();
         for (Peer p : joined.messagePath().peers()) {
             if (p != null) {
-                log.info(rank, Log.Subsys.INIT, "rank " + rank + " -> rank " + p.rank() + " via " + p.device().name()
+                log.info(rank, Log.Subsys.INIT, () -> "rank " + rank + " -> rank " + p.rank() + " via " + p.device().name()
                     + ": " + p.reason() + (p.directlyMapped() ? "; direct load/store of its buffers" : ""));
             }
         }
         if (size > 1) {
             boolean wantDirect = joined.directPath() != null;
-            log.info(rank, Log.Subsys.INIT, "communicator '" + options.name() + "' rank " + rank + "/" + size
+            log.info(rank, Log.Subsys.INIT, () -> "communicator '" + options.name() + "' rank " + rank + "/" + size
                 + ": direct algorithms " + (joined.direct() ? "on (all-reduce up to " + DirectAllReduce.INLINE_BYTES
                 + " B inline in the arrival records)" : "off" + (wantDirect ? " (mapping failed)"
                 : joined.allSameHost() ? (options.directDisabled() ? " (JCCL_DIRECT_DISABLE=1)" : "")
@@ -132,5 +137,53 @@ final class RankSetup {
                 log.info(rank, Log.Subsys.TUNING, CostModel.table(size, tuning, filter));
             }
         }
+    }
+
+    /**
+     * The one line users look for (NCCL's "Using network ..." and "comm ... Init COMPLETE"): the communicator, this
+     * rank, the ranks, the local ranks and hosts, which device serves which peers and why, and the paths in use.
+     * {@code comm 'world' rank 0 nranks 4 localRanks 4 hosts 1 - Using network shm0 (same host, shared memory)
+     * for ranks 1-3 - paths direct+message - Init COMPLETE}.
+     */
+    static String summary(int rank, int size, CommunicatorOptions options, Bootstrap.Result joined) {
+        Map<String, List<Integer>> byDevice = new LinkedHashMap<>();
+        for (Peer p : joined.messagePath().peers()) {
+            if (p != null && p.rank() != rank) {
+                byDevice.computeIfAbsent(p.device().name() + " (" + p.reason() + ")", k -> new ArrayList<>())
+                    .add(p.rank());
+            }
+        }
+        StringBuilder sb = new StringBuilder("comm '").append(options.name()).append("' rank ").append(rank)
+            .append(" nranks ").append(size).append(" localRanks ").append(joined.localGroup().length)
+            .append(" hosts ").append(joined.hostCount()).append(" - Using network ");
+        if (byDevice.isEmpty()) {
+            sb.append("none (one rank)");
+        }
+        String separator = "";
+        for (Map.Entry<String, List<Integer>> e : byDevice.entrySet()) {
+            sb.append(separator).append(e.getKey()).append(" for ").append(e.getValue().size() == 1 ? "rank " : "ranks ")
+                .append(ranges(e.getValue()));
+            separator = ", ";
+        }
+        sb.append(" - paths ").append(joined.direct() ? "direct+message" : "message").append(" - Init COMPLETE");
+        return sb.toString();
+    }
+
+    /** Sorted ranks as ranges: [1, 2, 3, 5] → "1-3,5". */
+    static String ranges(List<Integer> ranks) {
+        StringBuilder sb = new StringBuilder();
+        int i = 0;
+        while (i < ranks.size()) {
+            int j = i;
+            while (j + 1 < ranks.size() && ranks.get(j + 1) == ranks.get(j) + 1) {
+                j++;
+            }
+            sb.append(sb.isEmpty() ? "" : ",").append(ranks.get(i));
+            if (j > i) {
+                sb.append('-').append(ranks.get(j));
+            }
+            i = j + 1;
+        }
+        return sb.toString();
     }
 }

@@ -215,7 +215,7 @@ public final class DirectBarrier implements WaitPolicy.Subject {
             return false;
         }
         if (cpuMoves++ == 0) {
-            Log.get().info(rank, Log.Subsys.INIT, "rank " + rank + " shared CPU " + cpu + " with the rank it waits "
+            Log.get().info(rank, Log.Subsys.INIT, () -> "rank " + rank + " shared CPU " + cpu + " with the rank it waits "
                 + "for: moved to another CPU (the scheduler keeps it from then on)");
         }
         return true;

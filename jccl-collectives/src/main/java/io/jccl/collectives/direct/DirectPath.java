@@ -136,7 +136,7 @@ public final class DirectPath implements AutoCloseable {
             p.markDirectlyMapped(true);
             return true;
         } catch (VerbsException e) {
-            Log.get().info(rank, Log.Subsys.INIT, "no direct access to rank " + p.rank() + "'s memory: "
+            Log.get().info(rank, Log.Subsys.INIT, () -> "no direct access to rank " + p.rank() + "'s memory: "
                 + e.getMessage());
             return false;
         }

@@ -126,7 +126,7 @@ public final class Kernels {
             Log.get().info(-1, Log.Subsys.INIT, "JCCL_VECTOR=0: using scalar reduction kernels");
             return SCALAR;
         }
-        Log.get().info(-1, Log.Subsys.INIT, "reduction kernels: " + vector.name());
+        Log.get().info(-1, Log.Subsys.INIT, () -> "reduction kernels: " + vector.name());
         return vector;
     }
 }

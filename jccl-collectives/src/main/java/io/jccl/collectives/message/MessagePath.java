@@ -303,7 +303,7 @@ public final class MessagePath implements AutoCloseable {
             }
         } catch (RuntimeException e) {
             // not registrable remote-writable here (heap memory, a provider limit): eager chunks instead
-            Log.get().info(rank, Log.Subsys.NET, "rendezvous with rank " + p.rank + " falls back to the inbox: "
+            Log.get().info(rank, Log.Subsys.NET, () -> "rendezvous with rank " + p.rank + " falls back to the inbox: "
                 + e.getMessage());
         }
         MemorySegment h = p.headers.segment();
@@ -627,7 +627,7 @@ public final class MessagePath implements AutoCloseable {
                 idle.idle(poll());
             }
         } catch (RuntimeException e) {
-            Log.get().info(rank, Log.Subsys.NET, "close: outstanding sends not drained (" + e.getMessage() + ")");
+            Log.get().info(rank, Log.Subsys.NET, () -> "close: outstanding sends not drained (" + e.getMessage() + ")");
         }
     }
 

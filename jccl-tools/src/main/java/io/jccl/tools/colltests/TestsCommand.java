@@ -139,12 +139,17 @@ public final class TestsCommand implements Callable<Integer> {
             .stream().filter(size -> shape.blockCount(size) > 0).count();
         ProgressLine progress = new ProgressLine(System.err, JcclRuntime.stderrIsTerminal());
         try (SweepProgress watched = new SweepProgress(out, progress, test, sizeCount)) {
+            // With a progress line, the ranks' stdout and stderr both pass through it (one lock: no interleaving).
             PrintStream stdout = progress.enabled() ? new PrintStream(watched, true, StandardCharsets.UTF_8) : out;
-            Launcher.Result result = Launcher.builder().ranks(ranks).prefixOutput(false).out(stdout)
-                .aotCache(io.jccl.tools.launcher.AotCache.fromEnvironment(System.getenv(), System.err))
+            PrintStream stderr = progress.enabled()
+                ? new PrintStream(watched.errors(System.err), true, StandardCharsets.UTF_8) : System.err;
+            watched.startTicker(1000);
+            Launcher.Result result = Launcher.builder().ranks(ranks).prefixOutput(false).out(stdout).err(stderr)
+                .aotCache(io.jccl.tools.launcher.AotCache.fromEnvironment(System.getenv(), stderr))
                 .timeout(Duration.ofSeconds(timeoutSeconds))
                 .javaMain(List.of(), "io.jccl.tools.Main", forwarded).build().run();
             stdout.flush();
+            stderr.flush();
             return result.exitCode();
         }
     }

@@ -13,7 +13,7 @@ import java.util.Locale;
 import java.util.zip.CRC32;
 
 /**
- * One rank of {@code jccl demo}: says which provider serves each peer, trains the digits classifier data-parallel
+ * One rank of {@code jccl demo}: rank 0 says which providers serve the peers (the communicator's one-line summary), trains the digits classifier data-parallel
  * (gradients summed with allreduce every step), checks that every rank ends with bit-identical weights and that
  * they match single-process training on the whole set, then prints a short nccl-tests-style allreduce table.
  * Exits with status 1 when a check fails.
@@ -46,10 +46,10 @@ public final class DemoRank {
     static boolean run(Communicator communicator, int epochs) {
         int rank = communicator.rank();
         int size = communicator.size();
-        for (int peer = 0; peer < size; peer++) {
-            if (peer != rank) {
-                System.out.printf("Using network %s for rank %d%n", communicator.transportOf(peer), peer);
-            }
+        if (rank == 0) {
+            // One line for the job (the library's own INFO summary), not one per rank and peer: N·(N−1) lines said
+            // the same thing 56 times at 8 ranks.
+            System.out.println(communicator.summary());
         }
         communicator.barrier();
 
@@ -140,12 +140,26 @@ public final class DemoRank {
         MemorySegment send = communicator.allocate(maxBytes);
         MemorySegment recv = communicator.allocate(maxBytes);
         long warmStart = System.nanoTime();
+        int sizes = 0;
+        for (long bytes = 8; bytes <= maxBytes; bytes *= 8) {
+            sizes++;
+        }
+        int done = 0;
         for (long bytes = 8; bytes <= maxBytes; bytes *= 8) {
             // as many runs as jccl tests' default --jit_warmup (C2 compiles a path after some 10 000 runs; with
             // fewer, the compilation lands inside the timed row)
-            row(communicator, send, recv, bytes, TestsCommand.jitRunsFor(bytes, 20000));
+            int runs = TestsCommand.jitRunsFor(bytes, 20000);
+            row(communicator, send, recv, bytes, runs);
+            done++;
+            if (rank == 0) {
+                // A line per size: the warm-up takes 10-20 s on a small machine and used to be silent.
+                System.out.println(warmUpLine(done, sizes, bytes, runs, System.nanoTime() - warmStart));
+            }
         }
         communicator.barrier();
+        if (rank == 0) {
+            System.out.println("# JIT warm-up: waiting until the JIT compiler is quiet");
+        }
         long settledMs = JitSettle.await();
         communicator.barrier();
         if (rank == 0) {
@@ -178,6 +192,16 @@ public final class DemoRank {
                 : "FAILED");
             System.out.printf(Locale.ROOT, "# Avg bus bandwidth    : %.4f%n#%n", busSum / rows);
         }
+    }
+
+    /**
+     * The progress line after warming size {@code done} of {@code sizes}:
+     * {@code # JIT warm-up 2/6: 64 B x 20000 all-reduces, 1.3 s}.
+     */
+    static String warmUpLine(int done, int sizes, long bytes, int runs, long elapsedNs) {
+        return String.format(Locale.ROOT, "# JIT warm-up %d/%d: %s x %d all-reduces, %.1f s", done, sizes,
+            bytes >= 1 << 20 ? (bytes >> 20) + " MiB" : bytes >= 1 << 10 ? (bytes >> 10) + " KiB" : bytes + " B", runs,
+            elapsedNs / 1e9);
     }
 
     /** A row's result: seconds per all-reduce (MAX over ranks) and wrong elements (summed over ranks). */

@@ -6,6 +6,8 @@ import org.junit.jupiter.api.Test;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -43,5 +45,79 @@ class SweepProgressTest {
         line.show("x");
         line.clear();
         assertEquals("", stderr.toString(StandardCharsets.UTF_8));
+    }
+
+    /**
+     * Bug #7: rank stderr (a warning, JCCL_DEBUG lines) went straight to the terminal while the progress line sat
+     * there, so the two ran together on one screen line. Both streams now pass through the progress lock: replayed
+     * on a terminal (\r returns to column 0, later text overwrites), every row and every warning stands alone on its
+     * line and no progress text is left anywhere.
+     */
+    @Test
+    void shouldNeverLeaveProgressTextInsideARowOrAWarning() throws Exception {
+        ByteArrayOutputStream terminal = new ByteArrayOutputStream();
+        PrintStream screen = new PrintStream(terminal, true, StandardCharsets.UTF_8);
+        String header = "#        (B)    (elements)   (us)\n";
+        String row1 = "           8             2     float     sum      -1     0.50    0.02    0.02      0\n";
+        String warning = "host:1:2 [1] JCCL WARN a peer is slow\n";
+        String row2 = "        1024           256     float     sum      -1     0.90    1.1    1.1      0\n";
+        try (SweepProgress progress = new SweepProgress(screen, new ProgressLine(screen, true), "all_reduce_perf",
+            3)) {
+            PrintStream out = new PrintStream(progress, true, StandardCharsets.UTF_8);
+            PrintStream err = new PrintStream(progress.errors(screen), true, StandardCharsets.UTF_8);
+            out.print(header);
+            progress.tick();
+            out.print(row1);
+            err.print("host:1:2 [1] JCCL WARN a pee"); // half a line: held until its end
+            progress.tick();
+            err.print("r is slow\n");
+            out.print(row2);
+            assertEquals(2, progress.rows());
+        }
+        assertEquals(List.of(header.strip(), row1.stripTrailing(), warning.strip(), row2.stripTrailing()),
+            replay(terminal.toString(StandardCharsets.UTF_8)).stream().map(String::stripTrailing).toList());
+    }
+
+    /** Bug #7: the line froze during the JIT warm-up (it was redrawn only when a line arrived); ticks redraw it. */
+    @Test
+    void shouldRedrawOnEveryTickBeforeTheFirstRow() {
+        ByteArrayOutputStream stderr = new ByteArrayOutputStream();
+        SweepProgress progress = new SweepProgress(new PrintStream(new ByteArrayOutputStream(), true,
+            StandardCharsets.UTF_8), new ProgressLine(new PrintStream(stderr, true, StandardCharsets.UTF_8), true),
+            "all_reduce_perf", 3);
+        progress.tick();
+        progress.tick();
+        String drawn = stderr.toString(StandardCharsets.UTF_8);
+        assertEquals(2, drawn.split("\\[all_reduce_perf: starting, JIT warm-up, \\d+ s]", -1).length - 1, drawn);
+        progress.close();
+        progress.tick(); // after close: nothing more
+        assertTrue(stderr.toString(StandardCharsets.UTF_8).endsWith("\r"), stderr.toString(StandardCharsets.UTF_8));
+    }
+
+    /** What a terminal shows for {@code text}: \r moves to column 0, characters overwrite, \n ends a line. */
+    static List<String> replay(String text) {
+        List<String> lines = new ArrayList<>();
+        StringBuilder current = new StringBuilder();
+        int column = 0;
+        for (char c : text.toCharArray()) {
+            if (c == '\r') {
+                column = 0;
+            } else if (c == '\n') {
+                lines.add(current.toString());
+                current.setLength(0);
+                column = 0;
+            } else {
+                if (column < current.length()) {
+                    current.setCharAt(column, c);
+                } else {
+                    current.append(c);
+                }
+                column++;
+            }
+        }
+        if (!current.toString().isBlank()) {
+            lines.add(current.toString());
+        }
+        return lines;
     }
 }

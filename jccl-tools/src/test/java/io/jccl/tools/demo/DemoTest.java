@@ -26,8 +26,16 @@ class DemoTest {
         String text = bytes.toString(StandardCharsets.UTF_8);
         System.out.print(text);
         assertEquals(0, status, text);
-        assertTrue(text.contains("[0] Using network shm0") && text.contains("for rank 1"), text);
-        assertTrue(text.contains("[1] Using network shm0") && text.contains("for rank 0"), text);
+        // Bug #10: one summary line for the job (it printed N·(N−1) "Using network" lines) ...
+        assertEquals(1, text.lines().filter(l -> l.contains("Using network")).count(), text);
+        assertTrue(text.contains("[0] comm 'world' rank 0 nranks 2 localRanks 2 hosts 1 - Using network shm0 ("),
+            text);
+        assertTrue(text.contains(" for rank 1 - paths "), text);
+        // ... and progress while the JIT warms up (it sat silent), each size before the table
+        int lastWarmUp = text.indexOf("[0] # JIT warm-up 7/7: 2 MiB x ");
+        assertTrue(text.indexOf("[0] # JIT warm-up 1/7: 8 B x ") >= 0 && lastWarmUp > 0, text);
+        assertTrue(lastWarmUp < text.indexOf("[0] # JIT warm-up: waiting until the JIT compiler is quiet"), text);
+        assertTrue(lastWarmUp < text.indexOf("#       size         count"), text);
         assertTrue(text.contains("weights on all 2 ranks bit-identical: yes"), text);
         assertTrue(text.contains(": match"), text);
         assertTrue(text.contains("# Out of bounds values : 0 OK"), text);
