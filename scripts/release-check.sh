@@ -2,8 +2,8 @@
 # The release build, proven: deploys every published module to a file repository in a temp dir (jars, sources,
 # javadoc, poms), checks what is there, then THE ADOPTION TEST: a fresh Maven project that declares only the BOM and
 # jccl-collectives (as README.md, "Use it from Maven", documents) builds offline against that file repository and
-# runs a float all-reduce on 2 and 4 ranks (shm) and on 2 ranks over tcp0, with the documented JVM flags, checking
-# every sum. Called by .ci/run after the tests; about a minute on 2 cores after a build.
+# runs a float all-reduce on 2 and 4 ranks (shm) and on 2 ranks over tcp0 on the class path, and on 2 ranks on the
+# module path, with the documented JVM flags, checking every sum. Called by .ci/run after the tests; about a minute on 2 cores after a build.
 # Usage: scripts/release-check.sh [-k] [extra Maven arguments for the deploy]
 #   -k keeps the temp dir (its path is printed). MAVEN_REPO_LOCAL: the local repository (default ~/.m2/repository).
 set -euo pipefail
@@ -207,21 +207,29 @@ for jar in jccl-collectives jccl-verbs jccl-common jccl-transport-shm jccl-trans
 done
 [ -z "$(find "$APP/target/lib" -name 'junit*' -o -name 'picocli*')" ] || fail "test or tool libraries leaked in"
 
-# runRanks N EXPECTED_TRANSPORT [VAR=value ...]: N ranks on this host with the README's JVM flags and the JCCL
-# launcher variables, as `jccl run` sets them; every rank must print its line with the expected transport.
+# The README's JVM flags, class path and module path. --illegal-native-access=deny (the default of future JDKs)
+# makes a missing --enable-native-access fail here instead of warning.
+CLASS_PATH_FLAGS=(--illegal-native-access=deny --enable-native-access=ALL-UNNAMED --add-modules jdk.incubator.vector
+  -cp "$APP/target/jccl-adoption-1.0.jar:$APP/target/lib/*")
+MODULE_PATH_FLAGS=(--illegal-native-access=deny
+  --enable-native-access=io.jccl.common,io.jccl.verbs,io.jccl.transport.shm,io.jccl.transport.tcp,io.jccl.collectives
+  --add-modules jdk.incubator.vector,io.jccl.collectives -p "$APP/target/lib" -cp "$APP/target/jccl-adoption-1.0.jar")
+
+# runRanks N EXPECTED_TRANSPORT cp|mp [VAR=value ...]: N ranks on this host, on the class path or the module path,
+# with the JCCL launcher variables as `jccl run` sets them; every rank must print its line with the expected
+# transport.
 runRanks() {
-  local ranks=$1 transport=$2
-  shift 2
-  local port log pids=() rank status=0
+  local ranks=$1 transport=$2 path=$3
+  shift 3
+  local port log pids=() rank status=0 flags=("${CLASS_PATH_FLAGS[@]}")
+  [ "$path" = mp ] && flags=("${MODULE_PATH_FLAGS[@]}")
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' \
          2>/dev/null || echo $((20000 + RANDOM % 20000)))
-  log="$WORK/ranks-$ranks-$transport"
+  log="$WORK/ranks-$ranks-$transport-$path"
   for ((rank = 0; rank < ranks; rank++)); do
     env JCCL_RANK=$rank JCCL_WORLD_SIZE="$ranks" JCCL_LOCAL_RANK=$rank JCCL_STORE_ADDR="127.0.0.1:$port" \
         JCCL_TIMEOUT=60s "$@" \
-      timeout 120 java --enable-native-access=ALL-UNNAMED --add-modules jdk.incubator.vector \
-        -cp "$APP/target/jccl-adoption-1.0.jar:$APP/target/lib/*" com.example.AllReduceCheck \
-        >"$log.$rank" 2>&1 &
+      timeout 120 java "${flags[@]}" com.example.AllReduceCheck >"$log.$rank" 2>&1 &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do
@@ -230,13 +238,15 @@ runRanks() {
   for ((rank = 0; rank < ranks; rank++)); do
     if [ "$status" != 0 ] || ! grep -q "^ALLREDUCE OK rank $rank of $ranks over $transport" "$log.$rank"; then
       tail -n 30 "$log".* >&2
-      fail "$ranks-rank all-reduce over $transport (exit status $status)"
+      fail "$ranks-rank all-reduce over $transport on the $([ "$path" = mp ] && echo module || echo class) path (exit status $status)"
     fi
   done
-  grep -h '^ALLREDUCE OK' "$log".* | sed 's/^/release-check:   /'
+  grep -h '^ALLREDUCE OK' "$log".* | sed "s/^/release-check:   $path: /"
 }
-runRanks 2 shm0
-runRanks 4 shm0
+runRanks 2 shm0 cp
+runRanks 4 shm0 cp
 # The tcp provider, brought the same way: two ranks made to use it over loopback.
-runRanks 2 tcp0 JCCL_TRANSPORT=tcp0 JCCL_SOCKET_IFNAME=lo
+runRanks 2 tcp0 cp JCCL_TRANSPORT=tcp0 JCCL_SOCKET_IFNAME=lo
+# The module path: automatic module names, providers found as services of automatic modules.
+runRanks 2 shm0 mp
 echo "release-check: OK in $(($(date +%s) - started)) s"
