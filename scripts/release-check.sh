@@ -3,7 +3,8 @@
 # javadoc, poms), checks what is there, then THE ADOPTION TEST: a fresh Maven project that declares only the BOM and
 # jccl-collectives (as README.md, "Use it from Maven", documents) builds offline against that file repository and
 # runs a float all-reduce on 2 and 4 ranks (shm) and on 2 ranks over tcp0 on the class path, and on 2 ranks on the
-# module path, with the documented JVM flags, checking every sum. Called by .ci/run after the tests; about a minute on 2 cores after a build.
+# module path, with the documented JVM flags, checking every sum. Called by .ci/run after the tests; about a minute
+# on 2 cores after a build (66 s on the shared 2-core VM).
 # Usage: scripts/release-check.sh [-k] [extra Maven arguments for the deploy]
 #   -k keeps the temp dir (its path is printed). MAVEN_REPO_LOCAL: the local repository (default ~/.m2/repository).
 set -euo pipefail
@@ -52,10 +53,11 @@ for artifact in "${published[@]}"; do
   # The stable module name: the artifact name with its dashes as dots, io.jccl.transport.shm for jccl-transport-shm.
   module="io.jccl.${artifact#jccl-}"
   module="${module//-/.}"
-  manifest=$(unzip -p "$dir/$artifact-$VERSION.jar" META-INF/MANIFEST.MF | tr -d '\r')
-  grep -qx "Automatic-Module-Name: $module" <<<"$manifest" || fail "$artifact: no Automatic-Module-Name: $module"
-  listing=$(unzip -l "$dir/$artifact-$VERSION-javadoc.jar")
-  grep -q ' index.html$' <<<"$listing" || fail "$artifact: javadoc jar has no index.html"
+  # The JDK's jar tool (no unzip needed) derives the name the module path will use from Automatic-Module-Name.
+  description=$(jar --describe-module --file="$dir/$artifact-$VERSION.jar")
+  grep -qx "$module@$VERSION automatic" <<<"$description" || fail "$artifact: not the module $module: $description"
+  listing=$(jar tf "$dir/$artifact-$VERSION-javadoc.jar")
+  grep -qx 'index.html' <<<"$listing" || fail "$artifact: javadoc jar has no index.html"
 done
 conformance="$RELEASE/io/jccl/jccl-conformance/$VERSION/jccl-conformance-$VERSION"
 for suffix in .pom .jar -tests.jar -test-sources.jar -test-javadoc.jar; do
@@ -82,7 +84,10 @@ echo "release-check: repository complete (${#published[@]} libraries + conforman
 #    one for everything else: plugins, JUnit), so JCCL can come only from the file repository; resolver bookkeeping
 #    files are copied, never shared, since Maven rewrites them in place.
 APP_REPO="$WORK/app-m2"
-cp -al "$REPO_LOCAL" "$APP_REPO" 2>/dev/null || { rm -rf "$APP_REPO"; cp -as "$(readlink -f "$REPO_LOCAL")" "$APP_REPO"; }
+if ! cp -al "$REPO_LOCAL" "$APP_REPO" 2>/dev/null; then
+  rm -rf "$APP_REPO"
+  cp -as "$(readlink -f "$REPO_LOCAL")" "$APP_REPO"
+fi
 rm -rf "$APP_REPO/io/jccl"
 find "$APP_REPO" \( -name '_remote.repositories' -o -name '*.properties' -o -name 'maven-metadata*.xml' \) \
   \( -type f -o -type l \) -exec sh -c 'for f; do cp "$f" "$f.copy" && mv -f "$f.copy" "$f"; done' sh {} +
@@ -200,7 +205,8 @@ echo "release-check: building the adoption project offline (BOM + jccl-collectiv
 # Offline, with file: repositories allowed (the resolver blocks every remote repository offline by default).
 # The project's .mvn/jvm.config does not reach a build outside the checkout; its flags quiet Maven's own JDK 25
 # warnings there too.
-(cd "$APP" && MAVEN_OPTS="$(cat "$ROOT/.mvn/jvm.config") ${MAVEN_OPTS:-}" "$ROOT/mvnw" -B -ntp -q -o -Daether.offline.protocols=file -Dmaven.repo.local="$APP_REPO" package) \
+(cd "$APP" && MAVEN_OPTS="$(cat "$ROOT/.mvn/jvm.config") ${MAVEN_OPTS:-}" \
+  "$ROOT/mvnw" -B -ntp -q -o -Daether.offline.protocols=file -Dmaven.repo.local="$APP_REPO" package) \
   || fail "the adoption project does not build offline from the release repository"
 for jar in jccl-collectives jccl-verbs jccl-common jccl-transport-shm jccl-transport-tcp; do
   [ -f "$APP/target/lib/$jar-$VERSION.jar" ] || fail "jccl-collectives did not bring $jar at run time"
@@ -238,7 +244,7 @@ runRanks() {
   for ((rank = 0; rank < ranks; rank++)); do
     if [ "$status" != 0 ] || ! grep -q "^ALLREDUCE OK rank $rank of $ranks over $transport" "$log.$rank"; then
       tail -n 30 "$log".* >&2
-      fail "$ranks-rank all-reduce over $transport on the $([ "$path" = mp ] && echo module || echo class) path (exit status $status)"
+      fail "$ranks-rank all-reduce over $transport, $path (cp: class path, mp: module path), exit status $status"
     fi
   done
   grep -h '^ALLREDUCE OK' "$log".* | sed "s/^/release-check:   $path: /"
