@@ -56,6 +56,9 @@ for artifact in "${published[@]}"; do
   # The JDK's jar tool (no unzip needed) derives the name the module path will use from Automatic-Module-Name.
   description=$(jar --describe-module --file="$dir/$artifact-$VERSION.jar")
   grep -qx "$module@$VERSION automatic" <<<"$description" || fail "$artifact: not the module $module: $description"
+  listing=$(jar tf "$dir/$artifact-$VERSION.jar")
+  grep -qx 'META-INF/LICENSE' <<<"$listing" && grep -qx 'META-INF/NOTICE' <<<"$listing" \
+    || fail "$artifact: the jar carries no META-INF/LICENSE and NOTICE"
   listing=$(jar tf "$dir/$artifact-$VERSION-javadoc.jar")
   grep -qx 'index.html' <<<"$listing" || fail "$artifact: javadoc jar has no index.html"
 done
