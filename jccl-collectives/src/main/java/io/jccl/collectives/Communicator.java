@@ -2,6 +2,7 @@ package io.jccl.collectives;
 
 import io.jccl.collectives.bootstrap.Bootstrap;
 import io.jccl.collectives.bootstrap.SealedStore;
+import io.jccl.collectives.core.CpuPlacement;
 import io.jccl.collectives.core.Signature;
 import io.jccl.collectives.core.WaitPolicy;
 import io.jccl.collectives.direct.DirectAllReduce;
@@ -213,20 +214,19 @@ public final class Communicator implements AutoCloseable {
         directBarrier = direct ? new DirectBarrier(directPath) : null;
         dispatch = new Dispatch(rank, size, exchange, direct ? directPath : null, directBarrier, allocations, bounce,
             kernels, joined.localGroup(), joined.leaderGroup());
-        int localRanks = joined.localGroup().length;
-        int cores = Runtime.getRuntime().availableProcessors();
-        waits.oversubscribed(localRanks);
-        if (direct && localRanks <= cores) {
+        // Oversubscribed or not from where the local ranks may run (their masks), not from this rank's mask alone
+        CpuPlacement.Verdict placement = CpuPlacement.exchange(store, rank, joined.localGroup(), deadline);
+        waits.oversubscribed(placement.oversubscribed());
+        if (direct && !placement.oversubscribed()) {
             // direct-path waits compare CPUs with the peer's (shared core or late peer); link sched_getcpu aside
             CpuAffinity.prelink();
         }
-        if (options.cpuBind() && RankSetup.bindCpu(rank, joined.localGroup()) && directBarrier != null) {
+        boolean bound = options.cpuBind() && RankSetup.bindCpu(rank, joined.localGroup());
+        if (directBarrier != null && (bound || placement.boundApart())) {
             directBarrier.coresApart(true);
         }
-        if (localRanks > cores) {
-            log.info(rank, Log.Subsys.INIT, localRanks + " ranks on this host share " + cores
-                + " cores: waiting yields early (oversubscribed)");
-        }
+        log.info(rank, Log.Subsys.INIT, "CPU placement: " + placement.reason()
+            + (waits.yieldsAtOnce() ? "; waiting yields early" : ""));
         tuning = RankSetup.tuningParameters(options, joined, direct);
         RankSetup.log(rank, size, options, joined, tuning, filter, kernels);
         // Connectivity check with the op deadline machinery: a barrier over the direct path when every rank mapped
