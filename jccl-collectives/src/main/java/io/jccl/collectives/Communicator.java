@@ -106,6 +106,8 @@ public final class Communicator implements AutoCloseable {
     private int splitSeq;
     private int windowSeq;
     private volatile boolean closed;
+    /** Rounds of the warm-up at creation ({@link Warmup}; tests read it). */
+    int warmupRounds;
     private final PointToPoint pointToPoint = new PointToPoint();
     /** Devices this rank tried to open at creation, opened or not (tests check that unneeded ones were not). */
     final Set<String> devicesTried = new java.util.LinkedHashSet<>();
@@ -191,6 +193,8 @@ public final class Communicator implements AutoCloseable {
         Communicator c = new Communicator(store, owned, rank, size, options);
         try {
             c.init();
+            // The first collectives of a fresh JVM run cold (milliseconds): warm them while the job starts anyway
+            c.warmupRounds = Warmup.run(c, options.warmupNs());
         } catch (RuntimeException e) {
             c.closeResources();
             throw e;

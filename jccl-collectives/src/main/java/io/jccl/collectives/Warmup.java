@@ -1,0 +1,73 @@
+package io.jccl.collectives;
+
+import io.jccl.common.Log;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Locale;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Warm-up at communicator creation (JCCL_WARMUP; issue 16, bug 8): the ranks run the small-message all-reduces an
+ * application starts with, on the communicator's own buffers, until this JVM's warm-up window has passed on every
+ * rank.
+ *
+ * <p>Why: the first 8 B all-reduce of a fresh JVM took milliseconds (classes loaded and linked on first use, the
+ * reduction kernels chosen, everything interpreted) against half a microsecond warm; the tools hide it with seconds
+ * of warm-up, but a training job paid it in its first steps. Here the JVM loads, links and profiles those paths while
+ * the job is starting anyway, and the JIT compiles them in the background.
+ *
+ * <p>Every rank must run the same number of rounds (they are collectives). Each round starts with an 8 B all-reduce
+ * whose first element counts the ranks that are done, so all ranks read the same sum and stop together, after the
+ * round in which the last of them became done. A rank is done when its JVM's window, which starts at the JVM's first
+ * warm-up, has passed: a later communicator in the same JVM (a split, a second job step) runs one round. At most
+ * {@link #MAX_ROUNDS} rounds, whatever the windows.
+ */
+final class Warmup {
+    /** Rounds at most: C2 compiles a method after some 10 000 calls, and then there is nothing left to gain. */
+    static final int MAX_ROUNDS = 20_000;
+    /** When this JVM's warm-up window began (0: no warm-up yet). */
+    private static final AtomicLong WINDOW_START_NS = new AtomicLong();
+
+    private Warmup() {
+    }
+
+    /**
+     * Warms {@code comm}'s small all-reduces (8 B out of place and in place, 1 KiB, a {@code float[]}) for up to
+     * {@code windowNs} of this JVM's time; returns the rounds run (0 when off or alone).
+     */
+    static int run(Communicator comm, long windowNs) {
+        return run(comm, windowNs, WINDOW_START_NS);
+    }
+
+    /** {@link #run(Communicator, long)} with the window's start kept in {@code windowStart} (tests: a JVM each). */
+    static int run(Communicator comm, long windowNs, AtomicLong windowStart) {
+        if (windowNs <= 0 || comm.size() == 1) {
+            return 0;
+        }
+        long startNs = System.nanoTime();
+        windowStart.compareAndSet(0, startNs);
+        long windowStartNs = windowStart.get();
+        MemorySegment send = comm.allocate(1024);
+        MemorySegment recv = comm.allocate(1024);
+        float[] heap = new float[2];
+        int rounds = 0;
+        while (rounds < MAX_ROUNDS) {
+            boolean done = System.nanoTime() - windowStartNs >= windowNs;
+            send.set(ValueLayout.JAVA_FLOAT, 0, done ? 1f : 0f);
+            comm.allReduce(send, recv, 2, DataType.FLOAT32, ReduceOp.SUM);
+            rounds++;
+            if (recv.get(ValueLayout.JAVA_FLOAT, 0) >= comm.size()) {
+                break;
+            }
+            comm.allReduce(recv, 2, DataType.FLOAT32, ReduceOp.SUM);
+            comm.allReduce(send, recv, 256, DataType.FLOAT32, ReduceOp.SUM);
+            heap[0] = 0f;
+            heap[1] = 0f;
+            comm.allReduce(heap, ReduceOp.SUM);
+        }
+        Log.get().info(comm.rank(), Log.Subsys.INIT, String.format(Locale.ROOT, "warm-up: %d rounds of small "
+            + "all-reduces in %.1f ms (JCCL_WARMUP=0 turns it off)", rounds, (System.nanoTime() - startNs) / 1e6));
+        return rounds;
+    }
+}
