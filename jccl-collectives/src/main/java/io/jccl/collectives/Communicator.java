@@ -190,6 +190,7 @@ public final class Communicator implements AutoCloseable {
         Store sealed = options.authSecret() == null || base instanceof SealedStore ? base
             : new SealedStore(base, options.authSecret(), options.jobId());
         Store store = new PrefixStore("jccl/" + options.name(), sealed);
+        Warmup.startKernels(options.warmupNs(), size);
         Communicator c = new Communicator(store, owned, rank, size, options);
         try {
             c.init();
