@@ -49,15 +49,16 @@ final class Warmup {
     /**
      * Starts, once per JVM and only when warm-up is on and there are peers, a daemon thread that selects the
      * reduction kernels (loading the Vector API) and runs float32 sums of 8 B and 1 KiB on its own buffers, for at
-     * most {@code windowNs} or {@link #MAX_KERNEL_CALLS} calls.
+     * most {@code windowNs} or {@link #MAX_KERNEL_CALLS} calls. Returns whether it started the thread now.
      */
-    static void startKernels(long windowNs, int size) {
+    static boolean startKernels(long windowNs, int size) {
         if (windowNs <= 0 || size == 1 || !KERNELS_STARTED.compareAndSet(false, true)) {
-            return;
+            return false;
         }
         Thread t = new Thread(new KernelWarmup(windowNs), "jccl-kernel-warmup");
         t.setDaemon(true);
         t.start();
+        return true;
     }
 
     /** The kernel warm-up (a named class: a lambda would be spun into a class at start-up). */

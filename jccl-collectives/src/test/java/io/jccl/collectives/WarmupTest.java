@@ -98,4 +98,12 @@ class WarmupTest {
         Ranks.run(1, Ranks.loop(), c -> rounds.set(c.warmupRounds));
         assertEquals(0, rounds.get());
     }
+
+    @Test
+    void shouldStartTheKernelWarmupOncePerJvmAndOnlyWhenOn() {
+        assertTrue(!Warmup.startKernels(0, 2), "JCCL_WARMUP=0 starts nothing");
+        assertTrue(!Warmup.startKernels(SECOND_NS, 1), "one rank: nothing to warm");
+        Warmup.startKernels(SECOND_NS, 2);
+        assertTrue(!Warmup.startKernels(SECOND_NS, 2), "once per JVM");
+    }
 }
