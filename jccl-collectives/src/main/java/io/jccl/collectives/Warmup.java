@@ -84,6 +84,14 @@ final class Warmup {
     }
 
     /**
+     * The operations {@code rounds} warm-up rounds ran: four per round, one in the last (its 8 B all-reduce said
+     * stop). They count in the operation numbers ({@code op #N}) like any operation.
+     */
+    static int operations(int rounds) {
+        return rounds == 0 ? 0 : 4 * (rounds - 1) + 1;
+    }
+
+    /**
      * Warms {@code comm}'s small all-reduces (8 B out of place and in place, 1 KiB, a {@code float[]}) for up to
      * {@code windowNs} of this JVM's time; returns the rounds run (0 when off or alone).
      */

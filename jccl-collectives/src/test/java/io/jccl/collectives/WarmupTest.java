@@ -31,6 +31,8 @@ class WarmupTest {
             assertEquals(3f, data[0]);
         });
         assertTrue(rounds.get(0) >= 1, "rounds " + rounds);
+        assertEquals(1, Warmup.operations(1));
+        assertEquals(5, Warmup.operations(2));
         assertEquals(rounds.get(0), rounds.get(1), "every rank runs the same rounds");
     }
 
