@@ -104,12 +104,12 @@ final class Warmup {
         if (windowNs <= 0 || comm.size() == 1) {
             return 0;
         }
-        long startNs = System.nanoTime();
-        windowStart.compareAndSet(0, startNs);
-        long windowStartNs = windowStart.get();
         MemorySegment send = comm.allocate(1024);
         MemorySegment recv = comm.allocate(1024);
         float[] heap = new float[2];
+        long startNs = System.nanoTime();
+        windowStart.compareAndSet(0, startNs);
+        long windowStartNs = windowStart.get();
         int rounds = 0;
         while (rounds < MAX_ROUNDS) {
             boolean done = System.nanoTime() - windowStartNs >= windowNs;

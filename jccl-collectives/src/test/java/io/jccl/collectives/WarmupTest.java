@@ -43,8 +43,8 @@ class WarmupTest {
 
     @Test
     void shouldStopEveryRankTogetherWhateverTheirWindows() {
-        // rank 0 is done at once, rank 1 warms for 30 ms of its own: both run the rounds rank 1 needs
-        long[] windowsNs = {1, 30_000_000L};
+        // rank 0 is done at once, rank 1 warms for 200 ms of its own: both run the rounds rank 1 needs
+        long[] windowsNs = {1, 200_000_000L};
         int[] rounds = new int[2];
         Ranks.run(2, Ranks.loop().withWarmup(Duration.ZERO), c -> {
             rounds[c.rank()] = Warmup.run(c, windowsNs[c.rank()], new AtomicLong());
