@@ -73,7 +73,8 @@ class WarmupTest {
             on.withWarmup(Duration.ZERO)));
         CollectiveException.Refused e = assertThrows(CollectiveException.Refused.class,
             () -> Communicator.create(store, 0, 2, on).close());
-        assertTrue(e.getMessage().contains("different JCCL settings"), e.getMessage());
+        assertTrue(e.getMessage().contains("different JCCL settings") && e.getMessage().contains("JCCL_WARMUP"),
+            e.getMessage());
         try {
             other.get(20, TimeUnit.SECONDS).close();
         } catch (Exception expected) {
