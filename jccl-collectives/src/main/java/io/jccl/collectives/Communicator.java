@@ -2,6 +2,7 @@ package io.jccl.collectives;
 
 import io.jccl.collectives.bootstrap.Bootstrap;
 import io.jccl.collectives.bootstrap.SealedStore;
+import io.jccl.collectives.core.CpuPlacement;
 import io.jccl.collectives.core.Signature;
 import io.jccl.collectives.core.WaitPolicy;
 import io.jccl.collectives.direct.DirectAllReduce;
@@ -105,6 +106,8 @@ public final class Communicator implements AutoCloseable {
     private int splitSeq;
     private int windowSeq;
     private volatile boolean closed;
+    /** Rounds of the warm-up at creation ({@link Warmup}; tests read it). */
+    int warmupRounds;
     private final PointToPoint pointToPoint = new PointToPoint();
     /** Devices this rank tried to open at creation, opened or not (tests check that unneeded ones were not). */
     final Set<String> devicesTried = new java.util.LinkedHashSet<>();
@@ -187,9 +190,12 @@ public final class Communicator implements AutoCloseable {
         Store sealed = options.authSecret() == null || base instanceof SealedStore ? base
             : new SealedStore(base, options.authSecret(), options.jobId());
         Store store = new PrefixStore("jccl/" + options.name(), sealed);
+        Warmup.startKernels(options.warmupNs(), size);
         Communicator c = new Communicator(store, owned, rank, size, options);
         try {
             c.init();
+            // The first collectives of a fresh JVM run cold (milliseconds): warm them while the job starts anyway
+            c.warmupRounds = Warmup.run(c, options.warmupNs());
         } catch (RuntimeException e) {
             c.closeResources();
             throw e;
@@ -214,20 +220,19 @@ public final class Communicator implements AutoCloseable {
         directBarrier = direct ? new DirectBarrier(directPath) : null;
         dispatch = new Dispatch(rank, size, exchange, direct ? directPath : null, directBarrier, allocations, bounce,
             kernels, joined.localGroup(), joined.leaderGroup());
-        int localRanks = joined.localGroup().length;
-        int cores = Runtime.getRuntime().availableProcessors();
-        waits.oversubscribed(localRanks);
-        if (direct && localRanks <= cores) {
+        // Oversubscribed or not from where the local ranks may run (their masks), not from this rank's mask alone
+        CpuPlacement.Verdict placement = CpuPlacement.exchange(store, rank, joined.localGroup(), deadline);
+        waits.oversubscribed(placement.oversubscribed());
+        if (direct && !placement.oversubscribed()) {
             // direct-path waits compare CPUs with the peer's (shared core or late peer); link sched_getcpu aside
             CpuAffinity.prelink();
         }
-        if (options.cpuBind() && RankSetup.bindCpu(rank, joined.localGroup()) && directBarrier != null) {
+        boolean bound = options.cpuBind() && RankSetup.bindCpu(rank, joined.localGroup());
+        if (directBarrier != null && (bound || placement.boundApart())) {
             directBarrier.coresApart(true);
         }
-        if (localRanks > cores) {
-            log.info(rank, Log.Subsys.INIT, () -> localRanks + " ranks on this host share " + cores
-                + " cores: waiting yields early (oversubscribed)");
-        }
+        log.info(rank, Log.Subsys.INIT, () -> "CPU placement: " + placement.reason()
+            + (waits.yieldsAtOnce() ? "; waiting yields early" : ""));
         tuning = RankSetup.tuningParameters(options, joined, direct);
         RankSetup.log(rank, size, options, joined, tuning, filter, kernels);
         // Connectivity check with the op deadline machinery: a barrier over the direct path when every rank mapped

@@ -34,6 +34,9 @@ import java.util.Locale;
  * <tr><td>JCCL_CPU_BIND</td><td>{@code core}: bind the thread that creates the communicator to one CPU of the
  * process's mask, chosen by local rank (mpirun's {@code --bind-to core}, for that thread only); {@code none}
  * (default; {@code jccl run} sets {@code core} when the ranks fit the cores)</td></tr>
+ * <tr><td>JCCL_WARMUP</td><td>warm-up at creation: the ranks run small all-reduces together for up to this long
+ * per JVM, so that an application's first collectives do not run cold; {@code 0} off, {@code 1} the default
+ * ({@value #DEFAULT_WARMUP_MS} ms), or a duration ({@code 200ms}); on or off must match on every rank</td></tr>
  * </table>
  */
 public final class CommunicatorOptions {
@@ -67,6 +70,9 @@ public final class CommunicatorOptions {
     private String hostId;
     private String name = "world";
     private boolean cpuBind;
+    /** Default warm-up window per JVM (JCCL_WARMUP=1), ms. */
+    public static final int DEFAULT_WARMUP_MS = 50;
+    private long warmupNs = Duration.ofMillis(DEFAULT_WARMUP_MS).toNanos();
 
     /** Defaults, ignoring the environment. */
     public static CommunicatorOptions defaults() {
@@ -112,8 +118,33 @@ public final class CommunicatorOptions {
             throw new IllegalArgumentException("JCCL_CPU_BIND=" + bind + ": expected core or none");
         }
         o.cpuBind = bind.equals("core");
+        String warmup = Config.value("JCCL_WARMUP");
+        if (warmup != null && !warmup.isBlank()) {
+            o.warmupNs = parseWarmupNs(warmup);
+        }
         o.validate();
         return o;
+    }
+
+    /** JCCL_WARMUP: {@code 0}/{@code off}, {@code 1}/{@code on} (the default window) or a duration with a unit. */
+    static long parseWarmupNs(String text) {
+        String t = text.trim().toLowerCase(Locale.ROOT);
+        switch (t) {
+            case "0", "off", "false", "no" -> {
+                return 0;
+            }
+            case "1", "on", "true", "yes" -> {
+                return Duration.ofMillis(DEFAULT_WARMUP_MS).toNanos();
+            }
+            default -> {
+                if (!t.endsWith("ms") && !t.endsWith("s")) {
+                    // a bare number other than 0/1 is ambiguous (seconds elsewhere, but surely not meant here)
+                    throw new IllegalArgumentException("JCCL_WARMUP=" + text + ": expected 0 (off), 1 (on, "
+                        + DEFAULT_WARMUP_MS + " ms) or a duration with a unit such as 200ms");
+                }
+                return parseDurationNs(t, "JCCL_WARMUP");
+            }
+        }
     }
 
     /** Parses {@code 30}, {@code 30s}, {@code 500ms}, {@code 10m}, {@code 1h} into nanoseconds. */
@@ -154,6 +185,7 @@ public final class CommunicatorOptions {
         o.algorithms = algorithms;
         o.jobId = jobId;
         o.cpuBind = cpuBind;
+        o.warmupNs = warmupNs;
         o.authSecret = authSecret;
         o.flightRecorderCapacity = flightRecorderCapacity;
         o.hostId = hostId;
@@ -174,6 +206,9 @@ public final class CommunicatorOptions {
         }
         if (directBytes < 4096 || directBytes % 64 != 0) {
             throw new IllegalArgumentException("direct staging " + directBytes + " must be >= 4096, multiple of 64");
+        }
+        if (warmupNs < 0) {
+            throw new IllegalArgumentException("warm-up window must not be negative");
         }
         if (timeoutNs <= 0) {
             throw new IllegalArgumentException("timeout must be positive");
@@ -383,6 +418,21 @@ public final class CommunicatorOptions {
         return o;
     }
 
+    /**
+     * How long the ranks of this JVM warm up the small-message collectives at communicator creation, in all (the
+     * JVM's first communicator uses it; later ones run one round); 0: no warm-up (JCCL_WARMUP).
+     */
+    public long warmupNs() {
+        return warmupNs;
+    }
+
+    /** A copy with warm-up window {@code window} per JVM ({@link Duration#ZERO}: no warm-up). */
+    public CommunicatorOptions withWarmup(Duration window) {
+        CommunicatorOptions o = copy();
+        o.warmupNs = window.toNanos();
+        return o.validate();
+    }
+
     /** Communicator name (store namespace); "world" by default. */
     public String name() {
         return name;
@@ -399,6 +449,8 @@ public final class CommunicatorOptions {
     public String fingerprint() {
         return "chunk=" + chunkBytes + (chunkSet ? "" : "/auto") + ",slots=" + slots + ",rdv=" + rendezvousBytes
             + ",direct=" + directBytes + ",directOff=" + directDisabled
-            + ",algo=" + algorithms + ",shmOff=" + shmDisabled + ",transport=" + transports;
+            + ",algo=" + algorithms + ",shmOff=" + shmDisabled + ",transport=" + transports
+            // warm-up runs collectives at creation: on and off do not mix (the length may differ)
+            + ",warmup=" + (warmupNs > 0);
     }
 }

@@ -6,7 +6,10 @@ import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.BitSet;
 import java.util.List;
 
 /**
@@ -19,6 +22,10 @@ import java.util.List;
  * runs. Open MPI's ranks never meet this because mpirun binds them to cores 0 and 1. JCCL detects it instead (a
  * waiting rank publishes its CPU, the peer compares) and moves the higher rank off the shared CPU
  * ({@link #moveOff}), or binds the collective thread by local rank on request ({@code JCCL_CPU_BIND=core}).
+ *
+ * <p>Where the ranks of a host may run ({@link #threadCpus()}, {@link #onlineCpus()}) is read from {@code /proc}
+ * and {@code /sys} instead: text files, no downcall to link at communicator creation, and the same answer under
+ * mpirun's or Slurm's binding (the launcher sets the mask before the JVM starts).
  *
  * <p>The downcalls are linked lazily: the first FFM link in a JVM costs tens of milliseconds, so
  * {@link #prelink()} links them on a daemon thread, and the {@code *IfLinked} methods answer "unknown" until then.
@@ -180,5 +187,88 @@ public final class CpuAffinity {
             return false;
         }
         return bindCurrentThread(allowed) == null;
+    }
+
+    /**
+     * The CPUs the calling thread may run on, from {@code /proc/thread-self/status} ({@code Cpus_allowed_list}): no
+     * downcall, so nothing to link. Empty when unknown (not Linux, or an unreadable {@code /proc}).
+     */
+    public static BitSet threadCpus() {
+        return cpusAllowed(Path.of("/proc/thread-self/status"));
+    }
+
+    /** {@code Cpus_allowed_list} of a {@code /proc/.../status} file, or an empty set when unknown. */
+    static BitSet cpusAllowed(Path status) {
+        try {
+            for (String line : Files.readAllLines(status)) {
+                if (line.startsWith("Cpus_allowed_list:")) {
+                    return parseCpuList(line.substring("Cpus_allowed_list:".length()));
+                }
+            }
+        } catch (Exception e) {
+            // not Linux, or /proc not mounted: unknown
+        }
+        return new BitSet();
+    }
+
+    /**
+     * The number of CPUs the host has online ({@code /sys/devices/system/cpu/online}); when unknown, the JVM's
+     * {@link Runtime#availableProcessors()} (which may be only this process's share).
+     */
+    public static int onlineCpus() {
+        try {
+            BitSet online = parseCpuList(Files.readString(Path.of("/sys/devices/system/cpu/online")));
+            if (!online.isEmpty()) {
+                return online.cardinality();
+            }
+        } catch (Exception e) {
+            // not Linux: fall through
+        }
+        return Runtime.getRuntime().availableProcessors();
+    }
+
+    /**
+     * Parses the kernel's CPU list format ({@code "0-3,8,10-11"}, as in {@code Cpus_allowed_list} and
+     * {@code taskset -c}); blanks around it are ignored.
+     *
+     * @throws IllegalArgumentException naming the list when it is not in that format
+     */
+    public static BitSet parseCpuList(String list) {
+        BitSet cpus = new BitSet();
+        String text = list.strip();
+        if (text.isEmpty()) {
+            return cpus;
+        }
+        try {
+            for (String part : text.split(",")) {
+                int dash = part.indexOf('-');
+                int first = Integer.parseInt(part.substring(0, dash < 0 ? part.length() : dash).strip());
+                int last = dash < 0 ? first : Integer.parseInt(part.substring(dash + 1).strip());
+                if (first < 0 || last < first || last >= MASK_BYTES * 8 * 64) {
+                    throw new NumberFormatException(part);
+                }
+                cpus.set(first, last + 1);
+            }
+        } catch (RuntimeException e) {
+            throw new IllegalArgumentException("not a CPU list (expected for example 0-3,8): '" + text + "'");
+        }
+        return cpus;
+    }
+
+    /** The kernel's CPU list format of {@code cpus} ({@code "0-3,8"}); empty for an empty set. */
+    public static String formatCpuList(BitSet cpus) {
+        StringBuilder b = new StringBuilder();
+        for (int first = cpus.nextSetBit(0); first >= 0; ) {
+            int end = cpus.nextClearBit(first);
+            if (!b.isEmpty()) {
+                b.append(',');
+            }
+            b.append(first);
+            if (end - 1 > first) {
+                b.append('-').append(end - 1);
+            }
+            first = cpus.nextSetBit(end);
+        }
+        return b.toString();
     }
 }

@@ -75,4 +75,35 @@ class CpuAffinityTest {
         assertNotNull(r.get(1));
         assertTrue(((String) r.get(1)).contains("100000"), (String) r.get(1));
     }
+
+    @Test
+    void shouldParseAndFormatTheKernelsCpuLists() {
+        java.util.BitSet cpus = CpuAffinity.parseCpuList(" 0-3,8,10-11\n");
+        assertEquals(7, cpus.cardinality());
+        assertEquals("0-3,8,10-11", CpuAffinity.formatCpuList(cpus));
+        assertEquals("5", CpuAffinity.formatCpuList(CpuAffinity.parseCpuList("5")));
+        assertTrue(CpuAffinity.parseCpuList("").isEmpty());
+        IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+            () -> CpuAffinity.parseCpuList("3-1"));
+        assertTrue(e.getMessage().contains("'3-1'"), e.getMessage());
+    }
+
+    @Test
+    void shouldReadTheThreadsMaskFromProcWithoutADowncall() throws Exception {
+        java.nio.file.Path status = java.nio.file.Files.createTempFile("status", "");
+        try {
+            java.nio.file.Files.writeString(status, "Name:\tjava\nCpus_allowed:\t3\nCpus_allowed_list:\t1\n");
+            assertEquals(CpuAffinity.parseCpuList("1"), CpuAffinity.cpusAllowed(status));
+        } finally {
+            java.nio.file.Files.delete(status);
+        }
+        Assumptions.assumeTrue(CpuAffinity.available(), "sched_getaffinity not available");
+        // the same answer as the kernel's call, for this thread
+        List<Integer> kernel = CpuAffinity.allowedCpus();
+        java.util.BitSet proc = CpuAffinity.threadCpus();
+        assertEquals(kernel.size(), proc.cardinality());
+        for (int cpu : kernel) {
+            assertTrue(proc.get(cpu), "CPU " + cpu);
+        }
+    }
 }

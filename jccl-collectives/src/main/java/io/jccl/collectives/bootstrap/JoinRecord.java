@@ -70,8 +70,8 @@ public record JoinRecord(String jobId, int rank, int size, String hostId, long p
         } else if (Integer.parseInt(f[3]) != size) {
             why = "rank " + peer + " expects " + f[3] + " ranks, this rank expects " + size;
         } else if (!f[7].equals(settingsHash)) {
-            why = "rank " + peer + " runs with different JCCL settings (chunk/slots/direct/JCCL_ALGO/JCCL_TRANSPORT "
-                + "must match on every rank)";
+            why = "rank " + peer + " runs with different JCCL settings (chunk/slots/direct/JCCL_ALGO/JCCL_TRANSPORT/"
+                + "JCCL_WARMUP on or off must match on every rank)";
         } else if (secret != null) {
             String expected = hmac(secret, String.join("|", Arrays.copyOf(f, FIELDS - 1)));
             if (!MessageDigest.isEqual(expected.getBytes(StandardCharsets.UTF_8),

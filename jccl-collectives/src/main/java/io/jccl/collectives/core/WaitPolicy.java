@@ -13,7 +13,7 @@ import io.jccl.common.idle.BackoffIdleStrategy;
  * operations, draining sends at close), {@link #message()} (message-path exchanges: an adaptive spin whose clock is
  * read every round, since each round polls the completion queues, then yield and park) and {@link #direct()}
  * (direct-path flag barriers: an adaptive spin that reads the clock every 32 rounds, since a round is one load, then
- * yield and park). When a host has more ranks than cores none of them spins ({@link #oversubscribed}).
+ * yield and park). When the ranks of a host do not each have a CPU none of them spins ({@link #oversubscribed}).
  *
  * <p>Once a wait's spin is over, every idle round calls {@link #check}: the abort flag, the operation's deadline
  * (an operation gets its deadline at its start when the communicator read the clock, else at its first slow wait,
@@ -55,6 +55,7 @@ public final class WaitPolicy {
     private long deadlineNs;
     private long opTimeoutNs;
     private long nextHealthNs;
+    private boolean yieldsAtOnce;
 
     /** A policy reporting to {@code owner}. */
     public WaitPolicy(Owner owner) {
@@ -62,16 +63,23 @@ public final class WaitPolicy {
     }
 
     /**
-     * More ranks on this host than cores (Open MPI's "oversubscribed"): never spin, yield at once and for long, so
-     * the rank this one waits for gets the core (it is runnable and needs it; spinning only delays it by the rest
-     * of the time slice). Open MPI does the same. Unless {@code JCCL_SPIN_US} is set explicitly.
+     * The ranks of this host do not each have a CPU of their own ({@link CpuPlacement}; Open MPI's "oversubscribed"):
+     * never spin, yield at once and for long, so the rank this one waits for gets the core (it is runnable and needs
+     * it; spinning only delays it by the rest of the time slice). Open MPI does the same. Unless
+     * {@code JCCL_SPIN_US} is set explicitly.
      */
-    public void oversubscribed(int localRanks) {
-        if (localRanks > Runtime.getRuntime().availableProcessors() && Config.value("JCCL_SPIN_US") == null) {
+    public void oversubscribed(boolean oversubscribed) {
+        if (oversubscribed && Config.value("JCCL_SPIN_US") == null) {
             plain = new BackoffIdleStrategy(0, 5_000_000, BackoffIdleStrategy.PARK_MAX_NS);
             message = new AdaptiveSpinIdleStrategy(0, 1, plain);
             direct = new AdaptiveSpinIdleStrategy(0, 32, plain);
+            yieldsAtOnce = true;
         }
+    }
+
+    /** Whether waits yield at once instead of spinning (the host is oversubscribed and JCCL_SPIN_US is unset). */
+    public boolean yieldsAtOnce() {
+        return yieldsAtOnce;
     }
 
     /** Spin, yield, park: waits that are not an exchange or a flag barrier. */

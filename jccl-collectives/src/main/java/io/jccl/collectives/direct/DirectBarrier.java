@@ -27,7 +27,8 @@ public final class DirectBarrier implements WaitPolicy.Subject {
     private final int rank;
     private final int size;
     /**
-     * Every local rank's collective thread is bound to its own CPU (JCCL_CPU_BIND=core): a peer never shares this
+     * Every local rank's collective thread is bound to its own CPU (JCCL_CPU_BIND=core, or a launcher's
+     * {@code --bind-to core}): a peer never shares this
      * rank's core, so a wait that ends right after a yield is not evidence that it does, and the spin stays long.
      */
     private boolean coresApart;
@@ -176,7 +177,7 @@ public final class DirectBarrier implements WaitPolicy.Subject {
         QUICK,
         /** Needed more yields: the peer was busy (copying, reducing) or descheduled. */
         PEER_BUSY,
-        /** Ranks are bound to distinct CPUs (JCCL_CPU_BIND=core): no inference needed. */
+        /** Ranks are bound to distinct CPUs (JCCL_CPU_BIND=core or the launcher): no inference needed. */
         APART
     }
 
