@@ -43,8 +43,10 @@ import java.util.concurrent.locks.LockSupport;
  * {@code keyPrefix} adds a namespace in front (torchrun's restarts, for example).
  *
  * <p>GET is preceded by WAIT, as torch's client does (a server answers a GET of a missing key by dropping the
- * connection). A wait that passes its deadline closes the connection, which makes both server kinds forget the wait,
- * and throws {@link StoreTimeoutException}; the next call reconnects. torch's store has no authentication: anyone who
+ * connection). A wait asks the server in slices (10 ms, doubling up to 500 ms) and looks with CHECK between them,
+ * because torch's classic backends (torch 1.x, and 2.x without libuv) do not wake waiters when COMPARE_SET creates a
+ * key; a slice that ends closes the connection, which makes every server kind forget the wait (legacy servers have
+ * no CANCEL_WAIT). A wait that passes its deadline throws {@link StoreTimeoutException}; the next call reconnects. torch's store has no authentication: anyone who
  * can reach it can read, change and delete keys (with {@code JCCL_AUTH_SECRET} JCCL still seals its values, see
  * {@code SealedStore}). Thread-safe: one request at a time.
  */
@@ -94,6 +96,9 @@ public final class TorchTcpStore implements Store {
     private static final long PROBE_ANSWER_MS = 3_000;
     /** A PING nonce whose bytes a legacy server reads as an impossible key length (it drops the connection). */
     private static final int PROBE_NONCE = 0xFFFF_FFFF;
+    /** A wait first asks for 10 ms, then twice as long each time up to 500 ms, looking in between (see awaitKeys). */
+    private static final long FIRST_WAIT_SLICE_NS = TimeUnit.MILLISECONDS.toNanos(10);
+    private static final long MAX_WAIT_SLICE_NS = TimeUnit.MILLISECONDS.toNanos(500);
 
     private final String host;
     private final int port;
@@ -268,13 +273,17 @@ public final class TorchTcpStore implements Store {
 
     /** Connects when needed and sets the read deadline of the next reply. */
     private void ready(long deadlineNs) throws IOException {
+        ready(deadlineNs, deadlineNs);
+    }
+
+    private void ready(long connectDeadlineNs, long replyDeadlineNs) throws IOException {
         if (closed) {
             throw new StoreException(describe() + " is closed");
         }
         if (socket == null) {
-            connect(deadlineNs);
+            connect(connectDeadlineNs);
         }
-        long leftMs = TimeUnit.NANOSECONDS.toMillis(deadlineNs - System.nanoTime());
+        long leftMs = TimeUnit.NANOSECONDS.toMillis(replyDeadlineNs - System.nanoTime());
         socket.setSoTimeout((int) Math.clamp(leftMs, 1, Integer.MAX_VALUE));
     }
 
@@ -430,32 +439,59 @@ public final class TorchTcpStore implements Store {
         if (keys.isEmpty()) {
             return;
         }
+        long sliceNs = FIRST_WAIT_SLICE_NS;
+        while (true) {
+            try {
+                ready(deadline, Math.min(deadline, System.nanoTime() + sliceNs));
+                op(dialect.waitOp);
+                u64(keys.size());
+                for (String k : keys) {
+                    key(k);
+                }
+                send();
+                int answer = readByte();
+                if (answer != STOP_WAITING) {
+                    throw new IOException("unexpected wait answer " + answer);
+                }
+                return;
+            } catch (SocketTimeoutException e) {
+                // Dropping the connection makes the server forget this wait (both backends clear a closed client's
+                // waits; legacy servers have no CANCEL_WAIT). Then look: the classic backends do not wake waiters
+                // when COMPARE_SET creates a key (only the libuv one does), so a wait alone could miss it.
+                drop();
+                if (checkAll(keys, deadline)) {
+                    return;
+                }
+                if (System.nanoTime() - deadline >= 0) {
+                    List<String> missing = keys;
+                    try {
+                        missing = keys.stream().filter(k -> !check(k, TimeUnit.SECONDS.toNanos(5))).toList();
+                    } catch (StoreException ignored) {
+                        // keep the whole list
+                    }
+                    throw new StoreTimeoutException(describe() + ": keys " + missing + " did not appear within "
+                        + StoreTimeoutException.millis(System.nanoTime() - start), e);
+                }
+                sliceNs = Math.min(sliceNs * 2, MAX_WAIT_SLICE_NS);
+            } catch (IOException e) {
+                throw failed("wait for " + keys, e, start);
+            }
+        }
+    }
+
+    private boolean checkAll(List<String> keys, long deadline) {
+        long start = System.nanoTime();
         try {
-            ready(deadline);
-            op(dialect.waitOp);
+            ready(deadline + TimeUnit.SECONDS.toNanos(5));
+            op(dialect.check);
             u64(keys.size());
             for (String k : keys) {
                 key(k);
             }
             send();
-            int answer = readByte();
-            if (answer != STOP_WAITING) {
-                throw new IOException("unexpected wait answer " + answer);
-            }
-        } catch (SocketTimeoutException e) {
-            // Dropping the connection makes the server forget this wait (both backends clear a closed client's
-            // waits); torch's own client sends CANCEL_WAIT instead, which legacy servers lack.
-            drop();
-            List<String> missing = keys;
-            try {
-                missing = keys.stream().filter(k -> !check(k, TimeUnit.SECONDS.toNanos(5))).toList();
-            } catch (StoreException ignored) {
-                // keep the whole list
-            }
-            throw new StoreTimeoutException(describe() + ": keys " + missing + " did not appear within "
-                + StoreTimeoutException.millis(System.nanoTime() - start), e);
+            return readByte() == READY;
         } catch (IOException e) {
-            throw failed("wait for " + keys, e, start);
+            throw failed("check " + keys, e, start);
         }
     }
 

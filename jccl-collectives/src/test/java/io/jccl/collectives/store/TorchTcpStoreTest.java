@@ -60,6 +60,20 @@ class TorchTcpStoreTest {
         }
     }
 
+    /** torch's classic backends do not wake waiters when COMPARE_SET creates a key: the wait must still see it. */
+    @Test
+    void shouldSeeAKeyThatCompareAndSetCreatesWhileWaiting() throws Exception {
+        TorchPython.require();
+        try (TorchPython.Server server = new TorchPython.Server(1);
+             TorchTcpStore a = new TorchTcpStore("127.0.0.1", server.port(), T);
+             TorchTcpStore b = new TorchTcpStore("127.0.0.1", server.port(), T)) {
+            CompletableFuture<byte[]> waiting = CompletableFuture.supplyAsync(() -> a.get("joined/1", T));
+            Thread.sleep(50); // lets the wait reach the server first, the case that matters (passes either way)
+            assertTrue(b.compareAndSet("joined/1", null, b("record"), T));
+            assertArrayEquals(b("record"), waiting.get(60, TimeUnit.SECONDS));
+        }
+    }
+
     @Test
     void shouldTimeOutOnAMissingKeyAndKeepWorking() throws Exception {
         TorchPython.require();
