@@ -23,6 +23,7 @@ import io.jccl.collectives.tuning.CostModel;
 import io.jccl.collectives.tuning.TuningParameters;
 import io.jccl.common.CpuAffinity;
 import io.jccl.common.Log;
+import io.jccl.common.NativeAccess;
 import io.jccl.verbs.MemoryRegion;
 
 import java.lang.foreign.MemorySegment;
@@ -182,6 +183,7 @@ public final class Communicator implements AutoCloseable {
         if (size < 1 || rank < 0 || rank >= size) {
             throw new IllegalArgumentException("rank " + rank + " outside 0.." + (size - 1) + " (size " + size + ")");
         }
+        requireNativeAccess();
         // With a job secret every value this communicator reads or writes is sealed (SealedStore), keyed by its
         // full name; split communicators reuse the sealed view.
         Store sealed = options.authSecret() == null || base instanceof SealedStore ? base
@@ -195,6 +197,19 @@ public final class Communicator implements AutoCloseable {
             throw e;
         }
         return c;
+    }
+
+    /**
+     * Fails at once, naming the missing {@code --enable-native-access} flag, when the JVM denies this module native
+     * access ({@code --illegal-native-access=deny}, the default of future JDKs); otherwise the first restricted call
+     * fails somewhere inside, with an error about whatever it was doing (a shared-memory file, "/dev/shm full?").
+     */
+    private static void requireNativeAccess() {
+        try {
+            MemorySegment.NULL.reinterpret(0); // restricted: the JVM checks this module's access here
+        } catch (IllegalCallerException e) {
+            throw new CollectiveException(NativeAccess.explain(Communicator.class.getModule()), e);
+        }
     }
 
     /**
