@@ -92,8 +92,11 @@ public final class TorchTcpStore implements Store {
     private static final int VALIDATE = 0;
     private static final int READY = 0;
     private static final int STOP_WAITING = 0;
-    /** How long the probe waits for each answer: both server kinds answer in microseconds. */
-    private static final long PROBE_ANSWER_MS = 3_000;
+    /**
+     * How long the probe waits for an answer. Both torch dialects and JCCL's server answer (or hang up) at once, so
+     * only a server that speaks none of them costs this; generous for a loaded host.
+     */
+    private static final long PROBE_ANSWER_MS = 10_000;
     /** A PING nonce whose bytes a legacy server reads as an impossible key length (it drops the connection). */
     private static final int PROBE_NONCE = 0xFFFF_FFFF;
     /** A wait first asks for 10 ms, then twice as long each time up to 500 ms, looking in between (see awaitKeys). */
