@@ -33,8 +33,8 @@ import java.util.concurrent.locks.LockSupport;
  * <li>{@link Dialect#LEGACY} (torch 1.x, for example Debian's python3-torch 1.13): no validation; SET 0,
  * COMPARE_SET 1, GET 2, ADD 3, CHECK 4, WAIT 5, GETNUMKEYS 6, WATCH_KEY 7, DELETE_KEY 8.</li>
  * </ul>
- * {@link #probe} tells them apart without disturbing either server: a current server echoes a PING; a legacy one
- * drops the connection on the validation bytes and answers a GETNUMKEYS. (Some torch 2.x releases prefixed every
+ * {@link #probe} tells them apart without disturbing either server: a current server answers GETNUMKEYS after
+ * VALIDATE; a legacy one drops that connection and answers its own GETNUMKEYS. (Some torch 2.x releases prefixed every
  * query with a magic number instead of validating once; they leave the probe unanswered and are reported as not
  * speaking the protocol.)
  *
@@ -46,9 +46,10 @@ import java.util.concurrent.locks.LockSupport;
  * connection). A wait asks the server in slices (10 ms, doubling up to 500 ms) and looks with CHECK between them,
  * because torch's classic backends (torch 1.x, and 2.x without libuv) do not wake waiters when COMPARE_SET creates a
  * key; a slice that ends closes the connection, which makes every server kind forget the wait (legacy servers have
- * no CANCEL_WAIT). A wait that passes its deadline throws {@link StoreTimeoutException}; the next call reconnects. torch's store has no authentication: anyone who
- * can reach it can read, change and delete keys (with {@code JCCL_AUTH_SECRET} JCCL still seals its values, see
- * {@code SealedStore}). Thread-safe: one request at a time.
+ * no CANCEL_WAIT). A wait that passes its deadline throws {@link StoreTimeoutException}; the next call reconnects.
+ * torch's store has no authentication: anyone who can reach it can read, change and delete keys (with
+ * {@code JCCL_AUTH_SECRET} JCCL still seals its values, see {@code SealedStore}). Thread-safe: one request at a
+ * time.
  */
 public final class TorchTcpStore implements Store {
     /** torch's validation magic number (TCPStoreBackend.hpp {@code validationMagicNumber}). */
@@ -59,9 +60,9 @@ public final class TorchTcpStore implements Store {
     /** Which generation of torch's protocol a server speaks. */
     public enum Dialect {
         /** torch 2.x: VALIDATE first, query ids from 1. */
-        CURRENT(1, 2, 3, 4, 5, 6, 7, 8, 12, 13),
+        CURRENT(1, 2, 3, 4, 5, 6, 7, 8),
         /** torch 1.x: no validation, query ids from 0. */
-        LEGACY(0, 1, 2, 3, 4, 5, 6, 8, -1, -1);
+        LEGACY(0, 1, 2, 3, 4, 5, 6, 8);
 
         final int set;
         final int compareSet;
@@ -71,11 +72,8 @@ public final class TorchTcpStore implements Store {
         final int waitOp;
         final int numKeys;
         final int deleteKey;
-        final int cancelWait;
-        final int ping;
 
-        Dialect(int set, int compareSet, int get, int add, int check, int waitOp, int numKeys, int deleteKey,
-                int cancelWait, int ping) {
+        Dialect(int set, int compareSet, int get, int add, int check, int waitOp, int numKeys, int deleteKey) {
             this.set = set;
             this.compareSet = compareSet;
             this.get = get;
@@ -84,8 +82,6 @@ public final class TorchTcpStore implements Store {
             this.waitOp = waitOp;
             this.numKeys = numKeys;
             this.deleteKey = deleteKey;
-            this.cancelWait = cancelWait;
-            this.ping = ping;
         }
     }
 
@@ -97,8 +93,6 @@ public final class TorchTcpStore implements Store {
      * only a server that speaks none of them costs this; generous for a loaded host.
      */
     private static final long PROBE_ANSWER_MS = 10_000;
-    /** A PING nonce whose bytes a legacy server reads as an impossible key length (it drops the connection). */
-    private static final int PROBE_NONCE = 0xFFFF_FFFF;
     /** A wait first asks for 10 ms, then twice as long each time up to 500 ms, looking in between (see awaitKeys). */
     private static final long FIRST_WAIT_SLICE_NS = TimeUnit.MILLISECONDS.toNanos(10);
     private static final long MAX_WAIT_SLICE_NS = TimeUnit.MILLISECONDS.toNanos(500);
@@ -146,23 +140,26 @@ public final class TorchTcpStore implements Store {
 
     /**
      * Whether {@code host:port} is a torch TCPStore, and which dialect: null when nothing listens or something else
-     * answers (a JCCL {@link TcpStoreServer} drops both probes at once). Two short connections: VALIDATE + PING (a
-     * current server echoes the nonce), then, when that connection was dropped, GETNUMKEYS of the legacy dialect
-     * (a legacy server answers with its key count).
+     * answers (a JCCL {@link TcpStoreServer} drops both probes at once). Two short connections: VALIDATE + GETNUMKEYS
+     * (a 2.x server answers with its key count), then, when that connection was dropped, GETNUMKEYS of the legacy
+     * dialect (a legacy server answers with its key count).
      */
     public static Dialect probe(String host, int port) {
         try (Socket s = open(host, port, PROBE_ANSWER_MS)) {
             OutputStream o = s.getOutputStream();
-            byte[] b = new byte[10];
+            // VALIDATE, then GETNUMKEYS four times: every 2.x server (with or without PING, libuv or classic)
+            // answers the first with its key count. A legacy server reads the bytes after its SET (0) as a key
+            // length of about 5 * 10^17, fails to allocate it and drops the connection; so does a JCCL server
+            // (not its magic).
+            byte[] b = new byte[9];
             b[0] = VALIDATE;
             putInt(b, 1, VALIDATION_MAGIC);
-            b[5] = (byte) Dialect.CURRENT.ping;
-            putInt(b, 6, PROBE_NONCE);
+            Arrays.fill(b, 5, 9, (byte) Dialect.CURRENT.numKeys);
             o.write(b);
             o.flush();
-            byte[] answer = new byte[4];
+            byte[] answer = new byte[8];
             new DataInputStream(s.getInputStream()).readFully(answer);
-            return getInt(answer, 0) == PROBE_NONCE ? Dialect.CURRENT : null;
+            return getLong(answer, 0) >= 0 ? Dialect.CURRENT : null;
         } catch (SocketTimeoutException e) {
             return null; // it kept the connection and said nothing: not a server we know
         } catch (IOException e) {
@@ -197,7 +194,7 @@ public final class TorchTcpStore implements Store {
                 Dialect d = probe(host, port);
                 if (d == null) {
                     throw new StoreException("the server at " + host + ":" + port + " does not answer torch's "
-                        + "TCPStore protocol (neither torch 2.x's VALIDATE/PING nor torch 1.x's GETNUMKEYS): is "
+                        + "TCPStore protocol (neither torch 2.x's VALIDATE + GETNUMKEYS nor torch 1.x's GETNUMKEYS): is "
                         + "MASTER_ADDR:MASTER_PORT the torchrun agent's store (TORCHELASTIC_USE_AGENT_STORE=True)? "
                         + "Set JCCL_STORE_PROTOCOL=jccl to use JCCL's own store there");
                 }
