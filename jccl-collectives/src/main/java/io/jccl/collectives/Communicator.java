@@ -161,7 +161,9 @@ public final class Communicator implements AutoCloseable {
      * Joins using the launcher's environment: JCCL_RANK/JCCL_WORLD_SIZE/JCCL_STORE_ADDR, torchrun
      * (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_RANK/SIZE plus JCCL_STORE_ADDR or
      * MASTER_ADDR) or Slurm (SLURM_PROCID, SLURM_NTASKS, first host of SLURM_NODELIST). Rank 0 runs the TCP store
-     * server unless JCCL_STORE_SERVER=0. The communicator owns (and closes) the store.
+     * server unless JCCL_STORE_SERVER=0, or unless torchrun's agent already serves its TCPStore at MASTER_PORT
+     * (TORCHELASTIC_USE_AGENT_STORE=True): then every rank is a client of that store (see {@link LaunchEnvironment}).
+     * A rank outside 0..size-1 fails at once, naming the variables. The communicator owns (and closes) the store.
      */
     public static Communicator fromEnvironment() {
         return fromEnvironment(CommunicatorOptions.fromEnvironment());
