@@ -2,7 +2,10 @@ package io.jccl.collectives;
 
 /**
  * A collective or communicator operation failed. The communicator is unusable afterwards (as with NCCL, abort it
- * and create a new one); later calls fail at once with the same cause. Subclasses say why.
+ * and create a new one); later calls fail at once with the same cause. Subclasses say why; the rendezvous store's
+ * failures ({@link io.jccl.collectives.store.StoreException}, and {@link io.jccl.collectives.store.StoreTimeoutException}
+ * when ranks do not meet in time, the usual start-up failure) are among them, so one
+ * {@code catch (CollectiveException e)} covers creating a communicator too.
  */
 public class CollectiveException extends RuntimeException {
     /** With a message. */

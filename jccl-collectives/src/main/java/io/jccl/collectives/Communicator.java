@@ -24,6 +24,7 @@ import io.jccl.collectives.tuning.CostModel;
 import io.jccl.collectives.tuning.TuningParameters;
 import io.jccl.common.CpuAffinity;
 import io.jccl.common.Log;
+import io.jccl.common.NativeAccess;
 import io.jccl.verbs.MemoryRegion;
 
 import java.lang.foreign.MemorySegment;
@@ -163,7 +164,9 @@ public final class Communicator implements AutoCloseable {
      * Joins using the launcher's environment: JCCL_RANK/JCCL_WORLD_SIZE/JCCL_STORE_ADDR, torchrun
      * (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_RANK/SIZE plus JCCL_STORE_ADDR or
      * MASTER_ADDR) or Slurm (SLURM_PROCID, SLURM_NTASKS, first host of SLURM_NODELIST). Rank 0 runs the TCP store
-     * server unless JCCL_STORE_SERVER=0. The communicator owns (and closes) the store.
+     * server unless JCCL_STORE_SERVER=0, or unless torchrun's agent already serves its TCPStore at MASTER_PORT
+     * (TORCHELASTIC_USE_AGENT_STORE=True): then every rank is a client of that store (see {@link LaunchEnvironment}).
+     * A rank outside 0..size-1 fails at once, naming the variables. The communicator owns (and closes) the store.
      */
     public static Communicator fromEnvironment() {
         return fromEnvironment(CommunicatorOptions.fromEnvironment());
@@ -185,6 +188,7 @@ public final class Communicator implements AutoCloseable {
         if (size < 1 || rank < 0 || rank >= size) {
             throw new IllegalArgumentException("rank " + rank + " outside 0.." + (size - 1) + " (size " + size + ")");
         }
+        requireNativeAccess();
         // With a job secret every value this communicator reads or writes is sealed (SealedStore), keyed by its
         // full name; split communicators reuse the sealed view.
         Store sealed = options.authSecret() == null || base instanceof SealedStore ? base
@@ -201,6 +205,19 @@ public final class Communicator implements AutoCloseable {
             throw e;
         }
         return c;
+    }
+
+    /**
+     * Fails at once, naming the missing {@code --enable-native-access} flag, when the JVM denies this module native
+     * access ({@code --illegal-native-access=deny}, the default of future JDKs); otherwise the first restricted call
+     * fails somewhere inside, with an error about whatever it was doing (a shared-memory file, "/dev/shm full?").
+     */
+    private static void requireNativeAccess() {
+        try {
+            MemorySegment.NULL.reinterpret(0); // restricted: the JVM checks this module's access here
+        } catch (IllegalCallerException e) {
+            throw new CollectiveException(NativeAccess.explain(Communicator.class.getModule()), e);
+        }
     }
 
     /**

@@ -2,9 +2,13 @@ package io.jccl.collectives;
 
 import io.jccl.collectives.store.FileStore;
 import io.jccl.collectives.store.Store;
+import io.jccl.collectives.store.StoreException;
 import io.jccl.collectives.store.TcpStore;
+import io.jccl.collectives.store.TorchTcpStore;
 import io.jccl.common.Config;
+import io.jccl.common.Log;
 
+import java.net.BindException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -25,17 +29,44 @@ import java.util.Map;
  * only), on all interfaces for {@code 0.0.0.0} or {@code JCCL_STORE_BIND=*}; with {@code JCCL_AUTH_SECRET} every
  * store connection authenticates ({@link #openStore(long, String)}).
  *
+ * <p>Under torchrun with {@code TORCHELASTIC_USE_AGENT_STORE=True} the elastic agent already serves torch's
+ * {@code TCPStore} at MASTER_ADDR:MASTER_PORT: no rank starts a server, every rank is a {@link TorchTcpStore} client of
+ * the agent's store (as torch's own process groups are), its keys under {@code jccl/attempt_<TORCHELASTIC_RESTART_COUNT>}
+ * so that a restarted job never reads a previous attempt's records. {@code JCCL_STORE_PROTOCOL} overrides the choice:
+ * {@code torch} (a torch store serves the address), {@code jccl} (JCCL's own), {@code auto} (the default: torch under
+ * the agent store; without {@code TORCHELASTIC_USE_AGENT_STORE} a torchrun-style launch also uses a torch store it
+ * finds already serving MASTER_PORT).
+ *
+ * <p>A rank outside {@code 0..worldSize-1}, a world size below 1 or a negative local rank fails here at once, naming
+ * the variables, rather than waiting for peers that can never come.
+ *
  * @param rank this process's rank
  * @param worldSize number of ranks
  * @param localRank rank among the processes of this host (-1 when unknown)
  * @param storeAddress {@code host:port} or {@code file:/path}
  * @param launcher which convention supplied the rank (jccl, torchrun, openmpi, slurm)
  * @param startServer whether this process should run the TCP store server
+ * @param storeProtocol {@code jccl} (JCCL's TcpStore), {@code torch} (a client of torch's TCPStore) or {@code auto}
+ *     (JCCL's, unless MASTER_PORT is found already served by a torch TCPStore)
+ * @param restartCount torchrun's TORCHELASTIC_RESTART_COUNT (0 elsewhere): the torch store's keys live under
+ *     {@code jccl/attempt_<restartCount>}
  */
 public record LaunchEnvironment(int rank, int worldSize, int localRank, String storeAddress, String launcher,
-                                boolean startServer) {
+                                boolean startServer, String storeProtocol, int restartCount) {
     /** Default store port (torchrun's). */
     public static final int DEFAULT_PORT = 29500;
+    /** JCCL's own store protocol ({@link TcpStore}). */
+    public static final String PROTOCOL_JCCL = "jccl";
+    /** torch's TCPStore protocol ({@link TorchTcpStore}). */
+    public static final String PROTOCOL_TORCH = "torch";
+    /** JCCL's protocol unless a torch TCPStore already serves the address. */
+    public static final String PROTOCOL_AUTO = "auto";
+
+    /** The launch as before store protocols: JCCL's store, restart count 0. */
+    public LaunchEnvironment(int rank, int worldSize, int localRank, String storeAddress, String launcher,
+                             boolean startServer) {
+        this(rank, worldSize, localRank, storeAddress, launcher, startServer, PROTOCOL_JCCL, 0);
+    }
 
     /** Reads {@code env} (normally {@link System#getenv()}). */
     public static LaunchEnvironment detect(Map<String, String> env) {
@@ -43,18 +74,22 @@ public record LaunchEnvironment(int rank, int worldSize, int localRank, String s
         String rank;
         String size;
         String local;
+        String[] names; // the variables of rank, world size and local rank, for error messages
         if (has(env, "JCCL_RANK")) {
             launcher = "jccl";
+            names = new String[] {"JCCL_RANK", "JCCL_WORLD_SIZE", "JCCL_LOCAL_RANK"};
             rank = env.get("JCCL_RANK");
             size = env.get("JCCL_WORLD_SIZE");
             local = env.get("JCCL_LOCAL_RANK");
         } else if (has(env, "RANK") && has(env, "WORLD_SIZE")) {
             launcher = "torchrun";
+            names = new String[] {"RANK", "WORLD_SIZE", "LOCAL_RANK"};
             rank = env.get("RANK");
             size = env.get("WORLD_SIZE");
             local = env.get("LOCAL_RANK");
         } else if (has(env, "OMPI_COMM_WORLD_RANK")) {
             launcher = "openmpi";
+            names = new String[] {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"};
             rank = env.get("OMPI_COMM_WORLD_RANK");
             size = env.get("OMPI_COMM_WORLD_SIZE");
             local = env.get("OMPI_COMM_WORLD_LOCAL_RANK");
@@ -62,6 +97,8 @@ public record LaunchEnvironment(int rank, int worldSize, int localRank, String s
             launcher = "slurm";
             rank = env.get("SLURM_PROCID");
             size = has(env, "SLURM_NTASKS") ? env.get("SLURM_NTASKS") : env.get("SLURM_NPROCS");
+            names = new String[] {"SLURM_PROCID", has(env, "SLURM_NTASKS") ? "SLURM_NTASKS" : "SLURM_NPROCS",
+                "SLURM_LOCALID"};
             local = env.get("SLURM_LOCALID");
         } else {
             throw new IllegalStateException("no launcher environment found: set JCCL_RANK, JCCL_WORLD_SIZE and "
@@ -69,7 +106,23 @@ public record LaunchEnvironment(int rank, int worldSize, int localRank, String s
                 + "(OMPI_COMM_WORLD_RANK/SIZE plus JCCL_STORE_ADDR) or srun (SLURM_PROCID/SLURM_NTASKS)");
         }
         if (size == null || size.isBlank()) {
-            throw new IllegalStateException(launcher + " environment gives rank " + rank + " but no world size");
+            throw new IllegalStateException(launcher + " environment gives rank " + rank + " (" + names[0]
+                + ") but no world size: set " + names[1]);
+        }
+        int r = parse(rank, names[0]);
+        int n = parse(size, names[1]);
+        int lr = local == null || local.isBlank() ? -1 : parse(local, names[2]);
+        // Checked before any store is opened: a rank that can never be matched would otherwise wait out the whole
+        // rendezvous timeout (rank 0's peers never come, or no rank 0 ever serves the store).
+        if (n < 1) {
+            throw new IllegalStateException(names[1] + "=" + size.trim() + ": the world size must be at least 1");
+        }
+        if (r < 0 || r >= n) {
+            throw new IllegalStateException(names[0] + "=" + rank.trim() + " is outside 0.." + (n - 1) + " ("
+                + names[1] + "=" + size.trim() + "): each process needs a distinct rank below the world size");
+        }
+        if (local != null && !local.isBlank() && lr < 0) {
+            throw new IllegalStateException(names[2] + "=" + local.trim() + ": a local rank cannot be negative");
         }
         String port = firstOf(env, "JCCL_STORE_PORT", "MASTER_PORT");
         if (port == null) {
@@ -90,10 +143,38 @@ public record LaunchEnvironment(int rank, int worldSize, int localRank, String s
             throw new IllegalStateException(launcher + " launch without a store address: set JCCL_STORE_ADDR=host:port "
                 + "(for example the first host of the job) or MASTER_ADDR/MASTER_PORT");
         }
-        int r = parse(rank, launcher + " rank");
-        boolean server = r == 0 && !"0".equals(env.get("JCCL_STORE_SERVER")) && !address.startsWith("file:");
-        return new LaunchEnvironment(r, parse(size, launcher + " world size"),
-            local == null || local.isBlank() ? -1 : parse(local, "local rank"), address, launcher, server);
+        String protocol = protocol(env, launcher);
+        boolean server = r == 0 && !"0".equals(env.get("JCCL_STORE_SERVER")) && !address.startsWith("file:")
+            && !protocol.equals(PROTOCOL_TORCH);
+        int restarts = has(env, "TORCHELASTIC_RESTART_COUNT")
+            ? parse(env.get("TORCHELASTIC_RESTART_COUNT"), "TORCHELASTIC_RESTART_COUNT") : 0;
+        return new LaunchEnvironment(r, n, lr, address, launcher, server, protocol, restarts);
+    }
+
+    /**
+     * JCCL_STORE_PROTOCOL when set; else torch under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True),
+     * JCCL's under torchrun without it (=False: rank 0 of the workers serves MASTER_PORT, as torch's own rank 0
+     * would), and auto when a torchrun-style launch does not say.
+     */
+    private static String protocol(Map<String, String> env, String launcher) {
+        if (has(env, "JCCL_STORE_PROTOCOL")) {
+            String p = env.get("JCCL_STORE_PROTOCOL").trim().toLowerCase(java.util.Locale.ROOT);
+            if (!p.equals(PROTOCOL_JCCL) && !p.equals(PROTOCOL_TORCH) && !p.equals(PROTOCOL_AUTO)) {
+                throw new IllegalStateException("JCCL_STORE_PROTOCOL=" + env.get("JCCL_STORE_PROTOCOL")
+                    + ": expected jccl, torch or auto");
+            }
+            if (!p.equals(PROTOCOL_AUTO)) {
+                return p;
+            }
+        }
+        if (!launcher.equals("torchrun")) {
+            return PROTOCOL_JCCL;
+        }
+        String agent = env.get("TORCHELASTIC_USE_AGENT_STORE");
+        if (agent == null || agent.isBlank()) {
+            return PROTOCOL_AUTO;
+        }
+        return agent.trim().equalsIgnoreCase("true") ? PROTOCOL_TORCH : PROTOCOL_JCCL;
     }
 
     private static boolean has(Map<String, String> env, String name) {
@@ -114,7 +195,7 @@ public record LaunchEnvironment(int rank, int worldSize, int localRank, String s
         try {
             return Integer.parseInt(v.trim());
         } catch (NumberFormatException e) {
-            throw new IllegalStateException(what + " '" + v + "' is not a number", e);
+            throw new IllegalStateException(what + "='" + v + "' is not a number", e);
         }
     }
 
@@ -148,7 +229,43 @@ public record LaunchEnvironment(int rank, int worldSize, int localRank, String s
             host = host.substring(1, host.length() - 1);
         }
         int port = parse(storeAddress.substring(colon + 1), "store port");
+        if (PROTOCOL_TORCH.equals(storeProtocol)) {
+            return torchStore(host, port, timeoutNs, secret, "");
+        }
+        if (PROTOCOL_AUTO.equals(storeProtocol)) {
+            if (!startServer) {
+                // Other ranks look first: a torch store serving the port now (started before any rank) is the one
+                // rank 0 falls back to below. Nothing listening yet means rank 0's JCCL server, still starting.
+                TorchTcpStore.Dialect d = TorchTcpStore.probe(host, port);
+                if (d != null) {
+                    return torchStore(host, port, timeoutNs, secret, " (found serving " + storeAddress + ")");
+                }
+            } else {
+                try {
+                    return new TcpStore(host, port, true, timeoutNs, secret, null);
+                } catch (StoreException e) {
+                    if (!(e.getCause() instanceof BindException) || TorchTcpStore.probe(host, port) == null) {
+                        throw e;
+                    }
+                    return torchStore(host, port, timeoutNs, secret, " (it already serves " + storeAddress
+                        + ", so this rank does not start JCCL's store server there)");
+                }
+            }
+        }
         return new TcpStore(host, port, startServer, timeoutNs, secret, null);
+    }
+
+    /**
+     * A client of torch's TCPStore, its keys under {@code jccl/attempt_<restartCount>}. The store authenticates
+     * nobody: that is said at WARN, as JCCL's unauthenticated store is (with a secret the values stay sealed).
+     */
+    private Store torchStore(String host, int port, long timeoutNs, String secret, String why) {
+        TorchTcpStore store = new TorchTcpStore(host, port, timeoutNs, "jccl/attempt_" + restartCount + "/");
+        Log.get().warn(rank, Log.Subsys.INIT, "using " + store.describe() + why + " as the rendezvous store; "
+            + "torch's TCPStore has no authentication: anyone who can reach it can read, change and delete its keys"
+            + (secret == null || secret.isBlank() ? " (set JCCL_AUTH_SECRET on every rank to seal JCCL's values)"
+            : " (JCCL's values stay sealed with JCCL_AUTH_SECRET, but keys can be deleted)"));
+        return store;
     }
 
     /**

@@ -30,7 +30,49 @@ class LaunchEnvironmentTest {
     void torchrun() {
         LaunchEnvironment e = LaunchEnvironment.detect(Map.of("RANK", "0", "WORLD_SIZE", "8", "LOCAL_RANK", "0",
             "MASTER_ADDR", "node1", "MASTER_PORT", "29501"));
-        assertEquals(new LaunchEnvironment(0, 8, 0, "node1:29501", "torchrun", true), e);
+        // Without TORCHELASTIC_USE_AGENT_STORE: JCCL's store, unless a torch store already serves MASTER_PORT.
+        assertEquals(new LaunchEnvironment(0, 8, 0, "node1:29501", "torchrun", true, "auto", 0), e);
+    }
+
+    @Test
+    void shouldUseTorchrunsAgentStoreWithoutStartingAServer() {
+        LaunchEnvironment e = LaunchEnvironment.detect(Map.of("RANK", "0", "WORLD_SIZE", "2", "LOCAL_RANK", "0",
+            "MASTER_ADDR", "127.0.0.1", "MASTER_PORT", "29400", "TORCHELASTIC_USE_AGENT_STORE", "True",
+            "TORCHELASTIC_RESTART_COUNT", "3"));
+        assertEquals(new LaunchEnvironment(0, 2, 0, "127.0.0.1:29400", "torchrun", false, "torch", 3), e);
+        assertEquals("jccl", LaunchEnvironment.detect(Map.of("RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR", "h",
+            "TORCHELASTIC_USE_AGENT_STORE", "False")).storeProtocol());
+        assertEquals("jccl", LaunchEnvironment.detect(Map.of("RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR", "h",
+            "TORCHELASTIC_USE_AGENT_STORE", "True", "JCCL_STORE_PROTOCOL", "jccl")).storeProtocol());
+        assertEquals("torch", LaunchEnvironment.detect(Map.of("JCCL_RANK", "0", "JCCL_WORLD_SIZE", "2",
+            "JCCL_STORE_ADDR", "h:1", "JCCL_STORE_PROTOCOL", "Torch")).storeProtocol());
+        IllegalStateException bad = assertThrows(IllegalStateException.class, () -> LaunchEnvironment.detect(
+            Map.of("JCCL_RANK", "0", "JCCL_WORLD_SIZE", "2", "JCCL_STORE_ADDR", "h:1", "JCCL_STORE_PROTOCOL", "redis")));
+        assertTrue(bad.getMessage().contains("JCCL_STORE_PROTOCOL=redis") && bad.getMessage().contains("jccl, torch"),
+            bad.getMessage());
+    }
+
+    /** Bug #3: a rank that can never match failed only after the whole rendezvous timeout. */
+    @Test
+    void shouldRefuseImpossibleRanksAtOnceNamingTheVariables() {
+        IllegalStateException high = assertThrows(IllegalStateException.class, () -> LaunchEnvironment.detect(
+            Map.of("RANK", "2", "WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1", "MASTER_PORT", "1")));
+        assertEquals("RANK=2 is outside 0..1 (WORLD_SIZE=2): each process needs a distinct rank below the world size",
+            high.getMessage());
+        IllegalStateException negative = assertThrows(IllegalStateException.class, () -> LaunchEnvironment.detect(
+            Map.of("JCCL_RANK", "-1", "JCCL_WORLD_SIZE", "4", "JCCL_STORE_ADDR", "h:1")));
+        assertTrue(negative.getMessage().startsWith("JCCL_RANK=-1 is outside 0..3 (JCCL_WORLD_SIZE=4)"),
+            negative.getMessage());
+        IllegalStateException empty = assertThrows(IllegalStateException.class, () -> LaunchEnvironment.detect(
+            Map.of("SLURM_PROCID", "0", "SLURM_NTASKS", "0", "SLURM_NODELIST", "n1")));
+        assertEquals("SLURM_NTASKS=0: the world size must be at least 1", empty.getMessage());
+        IllegalStateException local = assertThrows(IllegalStateException.class, () -> LaunchEnvironment.detect(
+            Map.of("OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "2", "OMPI_COMM_WORLD_LOCAL_RANK", "-3",
+                "JCCL_STORE_ADDR", "h:1")));
+        assertTrue(local.getMessage().startsWith("OMPI_COMM_WORLD_LOCAL_RANK=-3"), local.getMessage());
+        IllegalStateException notNumber = assertThrows(IllegalStateException.class, () -> LaunchEnvironment.detect(
+            Map.of("RANK", "one", "WORLD_SIZE", "2", "MASTER_ADDR", "h")));
+        assertTrue(notNumber.getMessage().startsWith("RANK='one' is not a number"), notNumber.getMessage());
     }
 
     @Test

@@ -285,7 +285,9 @@ public final class TcpStoreServer implements AutoCloseable {
             closeQuietly(ch);
             closeQuietly(sel);
             throw new StoreException("TcpStoreServer cannot bind " + (bindAddress == null ? "*" : bindAddress.getHostAddress())
-                + ":" + port + " (" + e.getMessage() + "); is another job using this MASTER_PORT?", e);
+                + ":" + port + " (" + e.getMessage() + "); is another job using this MASTER_PORT? (Under torchrun "
+                + "with TORCHELASTIC_USE_AGENT_STORE=True the agent serves torch's TCPStore there: JCCL uses it "
+                + "unless JCCL_STORE_PROTOCOL=jccl.)", e);
         }
         server = ch;
         selector = sel;

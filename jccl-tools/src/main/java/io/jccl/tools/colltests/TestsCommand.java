@@ -6,6 +6,7 @@ import io.jccl.collectives.ReduceOp;
 import io.jccl.tools.JcclRuntime;
 import io.jccl.tools.Json;
 import io.jccl.tools.ProgressLine;
+import io.jccl.tools.SizeArgument;
 import io.jccl.tools.launcher.Launcher;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -47,7 +48,10 @@ public final class TestsCommand implements Callable<Integer> {
     @Option(names = {"-e", "--maxbytes"}, paramLabel = "SIZE", description = "largest size (default 32M)")
     String maxBytes = "32M";
 
-    @Option(names = {"-f", "--stepfactor"}, paramLabel = "F", description = "multiply the size by F each step")
+    @Option(names = {"-f", "--stepfactor"}, paramLabel = "F", description = "multiply the size by F each step "
+        + "(a whole number, 2 or more; 0 or 1: add -i bytes instead)")
+    String stepFactorText = "0";
+
     long stepFactor;
 
     @Option(names = {"-i", "--stepbytes"}, paramLabel = "BYTES", description = "add BYTES each step (default 1M)")
@@ -111,6 +115,7 @@ public final class TestsCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        checkSizes();
         BusBandwidth kind = BusBandwidth.of(test);
         DataType type = DataType.parse(dataType);
         ReduceOp op = parseOp(reduceOp);
@@ -165,19 +170,31 @@ public final class TestsCommand implements Callable<Integer> {
 
     /** Parses nccl-tests sizes: a number with an optional K, M or G suffix (powers of 1024). */
     static long parseSize(String text) {
-        String t = text.trim().toUpperCase(Locale.ROOT);
-        long unit = 1;
-        if (t.endsWith("K")) {
-            unit = 1L << 10;
-        } else if (t.endsWith("M")) {
-            unit = 1L << 20;
-        } else if (t.endsWith("G")) {
-            unit = 1L << 30;
+        return SizeArgument.parse("size", text);
+    }
+
+    /**
+     * Checks the size flags before anything starts, so that a bad one is one clear line naming the flag and what it
+     * accepts (not a raw "For input string" from a rank).
+     */
+    void checkSizes() {
+        long min = SizeArgument.parse("-b", minBytes);
+        long max = SizeArgument.parse("-e", maxBytes);
+        SizeArgument.parse("-i", stepBytes);
+        String f = stepFactorText.trim();
+        try {
+            stepFactor = Long.parseLong(f);
+        } catch (NumberFormatException e) {
+            stepFactor = -1;
         }
-        if (unit != 1) {
-            t = t.substring(0, t.length() - 1);
+        if (stepFactor < 0) {
+            throw new IllegalArgumentException("-f " + stepFactorText + ": the step factor is a whole number, 2 or "
+                + "more (0 or 1: step by -i bytes instead)");
         }
-        return Long.parseLong(t) * unit;
+        if (min > max) {
+            throw new IllegalArgumentException("-b " + minBytes + " is larger than -e " + maxBytes + ": the sizes run "
+                + "from -b up to -e");
+        }
     }
 
     /** The sizes nccl-tests visits: from min to max, times the step factor (if given) or plus the step bytes. */

@@ -44,8 +44,8 @@ public final class PerfCommand implements Callable<Integer> {
     @Option(names = {"-i", "--ib-port"}, paramLabel = "PORT", description = "device port (default 1)")
     int ibPort = 1;
 
-    @Option(names = {"-s", "--size"}, paramLabel = "BYTES",
-        description = "message size (default 65536 BW, 2 LAT, 8 atomics)")
+    @Option(names = {"-s", "--size"}, paramLabel = "BYTES", converter = io.jccl.tools.SizeArgument.Converter.class,
+        description = "message size (default 65536 BW, 2 LAT, 8 atomics; K/M/G accepted)")
     Long size;
 
     @Option(names = {"-a", "--all"}, description = "run sizes 2 .. 2^23")
@@ -77,7 +77,7 @@ public final class PerfCommand implements Callable<Integer> {
     int cqModeration = 100;
 
     @Option(names = {"-I", "--inline_size"}, paramLabel = "BYTES",
-        description = "max inline size (default 220 WRITE, 236 SEND, capped by the device)")
+        converter = io.jccl.tools.SizeArgument.IntConverter.class, description = "max inline size (default 220 WRITE, 236 SEND, capped by the device)")
     Integer inlineSize;
 
     @Option(names = {"-A", "--atomic_type"}, paramLabel = "TYPE",

@@ -2,6 +2,7 @@ package io.jccl.transport.shm;
 
 import io.jccl.common.BackgroundLinking;
 import io.jccl.common.Config;
+import io.jccl.common.NativeAccess;
 import io.jccl.common.SecureIds;
 import io.jccl.verbs.VerbsException;
 
@@ -242,6 +243,11 @@ public final class ShmFiles {
             return plainNative(channel.map(FileChannel.MapMode.READ_WRITE, 0, size, arena));
         } catch (IOException | RuntimeException e) {
             delete(path);
+            if (NativeAccess.isDenial(e)) {
+                // Not a /dev/shm problem: the JVM refused the mapping (--illegal-native-access=deny).
+                throw new VerbsException(VerbsException.Reason.NO_RESOURCES, "cannot map shared-memory file " + path
+                    + ": " + NativeAccess.explain(ShmFiles.class.getModule()), e);
+            }
             throw new VerbsException(VerbsException.Reason.NO_RESOURCES,
                 "cannot create shared-memory file " + path + " of " + size + " bytes: " + e
                     + " (is " + DIRECTORY + " full or not writable? set JCCL_SHM_DIR to another tmpfs)", e);
