@@ -68,7 +68,8 @@ class JfrEventsTest {
         assertEquals(8, ops.size(), "3 all-reduces and a broadcast on each of 2 ranks: " + ops);
         for (int rank = 0; rank < 2; rank++) {
             int r = rank;
-            List<RecordedEvent> mine = ops.stream().filter(e -> e.getInt("rank") == r).toList();
+            List<RecordedEvent> mine = ops.stream().filter(e -> e.getInt("rank") == r)
+                .sorted(java.util.Comparator.comparingLong(e -> e.getLong("sequence"))).toList();
             assertEquals(4, mine.size());
             RecordedEvent first = mine.get(0);
             assertEquals("allReduce", first.getString("collective"));
@@ -105,7 +106,8 @@ class JfrEventsTest {
                     }
                 }
             });
-        assertInstanceOf(CollectiveException.Mismatch.class, results.get(0));
+        // the rank that sees the other's signature first throws Mismatch; the other may learn it as a PeerFailure
+        assertTrue(results.stream().anyMatch(e -> e instanceof CollectiveException.Mismatch), results.toString());
         List<RecordedEvent> events = stop(recording, "mismatch.jfr");
         List<RecordedEvent> mismatches = named(events, "io.jccl.Mismatch", "jfr-mismatch");
         assertFalse(mismatches.isEmpty(), "no io.jccl.Mismatch in " + events);
@@ -140,10 +142,13 @@ class JfrEventsTest {
         List<RecordedEvent> failures = named(events, "io.jccl.PeerFailure", "jfr-abort");
         assertFalse(failures.isEmpty(), "no io.jccl.PeerFailure in " + events);
         for (RecordedEvent f : failures) {
-            assertEquals(0, f.getInt("failedRank"), f.toString());
             assertTrue(f.getInt("detectingRank") == 1 || f.getInt("detectingRank") == 2, f.toString());
-            assertEquals("abort", f.getString("reason"), f.toString());
+            assertTrue(List.of("abort", "died", "timeout").contains(f.getString("reason")), f.toString());
+            assertTrue(f.getString("message").contains("rank 0"), f.toString());
         }
+        // survivors name the origin (abort notices, docs/collectives.md): rank 0, which aborted
+        assertTrue(failures.stream().anyMatch(f -> f.getInt("failedRank") == 0
+            && f.getString("reason").equals("abort")), failures.toString());
         List<RecordedEvent> qpErrors = named(events, "io.jccl.QueuePairError", null).stream()
             .filter(e -> "loop0".equals(e.getString("device"))).toList();
         assertFalse(qpErrors.isEmpty(), "breaking the links moves queue pairs to ERROR");
@@ -161,6 +166,8 @@ class JfrEventsTest {
             "rank 2 aborted its communicator: user"));
         assertEquals("timeout", io.jccl.collectives.events.PeerFailureEvent.reasonOf(
             "rank 1 has not run for 30000 ms (JCCL_PEER_TIMEOUT)"));
+        assertEquals("timeout", io.jccl.collectives.events.PeerFailureEvent.reasonOf(
+            "rank 3 is unreachable: a work request failed with RETRY_EXC_ERR"));
         assertEquals("died", io.jccl.collectives.events.PeerFailureEvent.reasonOf(
             "rank 3 died (process 12 on h is gone)"));
     }

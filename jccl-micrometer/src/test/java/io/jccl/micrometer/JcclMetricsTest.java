@@ -66,8 +66,11 @@ class JcclMetricsTest {
         FunctionCounter xmit = registry.find("jccl.device.port.xmit.data").tag("device", "shm0").tag("rank", rank)
             .functionCounter();
         assertNotNull(xmit, "device meter for shm0");
-        double expected = c.deviceCounters().get("shm0").get(Counter.PORT_XMIT_DATA);
-        assertEquals(expected, xmit.count());
+        // the meter reads the device's counters (a peer's late completions may move them: bounds, not equality)
+        long before = c.deviceCounters().get("shm0").get(Counter.PORT_XMIT_DATA);
+        double metered = xmit.count();
+        long after = c.deviceCounters().get("shm0").get(Counter.PORT_XMIT_DATA);
+        assertEquals(true, before <= metered && metered <= after, before + " <= " + metered + " <= " + after);
         assertEquals(true, xmit.count() >= ROUNDS * BYTES, "direct-path bytes are in the device counters: "
             + xmit.count());
         assertEquals("bytes", xmit.getId().getBaseUnit());

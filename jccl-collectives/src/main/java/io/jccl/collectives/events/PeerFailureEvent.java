@@ -63,7 +63,8 @@ public final class PeerFailureEvent extends Event {
     /**
      * {@link #ABORT}, {@link #TIMEOUT} or {@link #DIED} for a peer failure's message. The failure paths say which in
      * their words (an abort notice or status word: "aborted", "gave up"; a heartbeat that stood still: "has not
-     * run for"; a link's retry limit: "timed out", "timeout"); anything else is a peer that is gone.
+     * run for"; a link's retry limit: "timed out", "timeout", {@code RETRY_EXC_ERR}); anything else is a peer that
+     * is gone.
      */
     public static String reasonOf(String message) {
         String m = message == null ? "" : message;
@@ -71,7 +72,7 @@ public final class PeerFailureEvent extends Event {
             return ABORT;
         }
         if (m.contains("has not run for") || m.contains("timed out") || m.contains("timeout")
-            || m.contains("TIMEOUT")) {
+            || m.contains("TIMEOUT") || m.contains("RETRY_EXC_ERR")) {
             return TIMEOUT;
         }
         return DIED;
