@@ -44,7 +44,7 @@ echo "release-check: deploying $VERSION to file:$RELEASE"
   -DaltDeploymentRepository="release-check::file://$RELEASE" "$@"
 
 # 2. What a release publishes: each library with its sources and javadoc, the parent and the BOM; no applications.
-published=(jccl-common jccl-verbs jccl-transport-shm jccl-transport-tcp jccl-collectives)
+published=(jccl-common jccl-verbs jccl-transport-shm jccl-transport-tcp jccl-collectives jccl-micrometer)
 for artifact in "${published[@]}"; do
   dir="$RELEASE/io/jccl/$artifact/$VERSION"
   for suffix in .pom .jar -sources.jar -javadoc.jar; do

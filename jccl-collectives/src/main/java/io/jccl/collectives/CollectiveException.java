@@ -52,9 +52,39 @@ public class CollectiveException extends RuntimeException {
 
     /** Ranks called different collectives (or different counts, types, operators or roots) at one sequence number. */
     public static class Mismatch extends CollectiveException {
+        private final String local;
+        private final int otherRank;
+        private final String other;
+
         /** With a message naming both signatures. */
         public Mismatch(String message) {
+            this(message, null, -1, null);
+        }
+
+        /**
+         * With a message naming both signatures, and the signatures themselves: what this rank ran ({@code local}),
+         * and what {@code otherRank} ran ({@code other}).
+         */
+        public Mismatch(String message, String local, int otherRank, String other) {
             super(message);
+            this.local = local;
+            this.otherRank = otherRank;
+            this.other = other;
+        }
+
+        /** What this rank ran (its signature), or null when not known. */
+        public String local() {
+            return local;
+        }
+
+        /** The rank that ran something else, or -1 when not known. */
+        public int otherRank() {
+            return otherRank;
+        }
+
+        /** What {@link #otherRank()} ran (its signature), or null when not known. */
+        public String other() {
+            return other;
         }
     }
 

@@ -8,6 +8,7 @@ import io.jccl.collectives.core.WaitPolicy;
 import io.jccl.collectives.direct.DirectAllReduce;
 import io.jccl.collectives.direct.DirectBarrier;
 import io.jccl.collectives.direct.DirectPath;
+import io.jccl.collectives.events.CollectiveEvent;
 import io.jccl.collectives.kernel.Kernels;
 import io.jccl.collectives.kernel.ReduceKernels;
 import io.jccl.collectives.memory.Allocations;
@@ -25,11 +26,14 @@ import io.jccl.collectives.tuning.TuningParameters;
 import io.jccl.common.CpuAffinity;
 import io.jccl.common.Log;
 import io.jccl.common.NativeAccess;
+import io.jccl.verbs.Counter;
 import io.jccl.verbs.MemoryRegion;
 
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -110,6 +114,11 @@ public final class Communicator implements AutoCloseable {
     /** Rounds of the warm-up at creation ({@link Warmup}; tests read it). */
     int warmupRounds;
     private final PointToPoint pointToPoint = new PointToPoint();
+    /** Operation counters (written by the turn holder) and the one JFR event every operation reuses. */
+    private final CollectiveStatistics statistics = new CollectiveStatistics();
+    private final CollectiveEvent event = new CollectiveEvent();
+    /** The devices in use, as the JFR event names them. */
+    private String transport = "self";
     /** Devices this rank tried to open at creation, opened or not (tests check that unneeded ones were not). */
     final Set<String> devicesTried = new java.util.LinkedHashSet<>();
 
@@ -237,6 +246,13 @@ public final class Communicator implements AutoCloseable {
         directBarrier = direct ? new DirectBarrier(directPath) : null;
         dispatch = new Dispatch(rank, size, exchange, direct ? directPath : null, directBarrier, allocations, bounce,
             kernels, joined.localGroup(), joined.leaderGroup());
+        if (direct) {
+            // the direct path posts no work requests: it counts its traffic into its device's counters itself
+            statistics.countDirectInto(messagePath.firstDevice().context().openCounterShare(), size);
+        }
+        if (!messagePath.devices().isEmpty()) {
+            transport = String.join(",", messagePath.devices().keySet()) + (direct ? " (direct)" : "");
+        }
         // Oversubscribed or not from where the local ranks may run (their masks), not from this rank's mask alone
         CpuPlacement.Verdict placement = CpuPlacement.exchange(store, rank, joined.localGroup(), deadline);
         waits.oversubscribed(placement.oversubscribed());
@@ -316,6 +332,29 @@ public final class Communicator implements AutoCloseable {
     /** The cost-model table for this communicator's size and paths. */
     public String tuningTable() {
         return CostModel.table(size, tuning, filter);
+    }
+
+    /**
+     * This rank's operation counters per collective (operations, bytes, errors): cheap, read racily. See
+     * {@link CollectiveStatistics}.
+     */
+    public CollectiveStatistics statistics() {
+        return statistics;
+    }
+
+    /**
+     * A snapshot of the counters of every device this rank uses, by device name (empty once closed): the message
+     * path's traffic as the providers count it, and the direct path's as {@link CollectiveStatistics} adds it.
+     */
+    public Map<String, Map<Counter, Long>> deviceCounters() {
+        Map<String, Map<Counter, Long>> all = new LinkedHashMap<>();
+        MessagePath m = messagePath;
+        if (m != null && !closed) {
+            for (DeviceResources d : m.devices().values()) {
+                all.put(d.name(), d.context().counters());
+            }
+        }
+        return all;
     }
 
     /** The message path (tests inspect its peers). */
@@ -413,16 +452,42 @@ public final class Communicator implements AutoCloseable {
     /** Runs {@code call}, whose turn it is: algorithm, begin (sequence, signature, deadline, recorder), dispatch. */
     private void execute(CollectiveCall call) {
         long handle = -1;
+        String algo = null;
+        // JFR: the one event is timed only while a recording enables it (no clock read, no allocation otherwise)
+        boolean recording = event.isEnabled();
+        if (recording) {
+            event.begin();
+        }
         try {
             Algorithm a = choose(call.collective, call.bytes);
-            String algo = call.collective == Collective.SEND_RECV ? "p2p"
+            algo = call.collective == Collective.SEND_RECV ? "p2p"
                 : call.collective == Collective.ALL_REDUCE && a == Algorithm.DIRECT
                 && call.bytes <= DirectAllReduce.INLINE_BYTES ? "direct/inline" : a.shortName();
             handle = begin(call, algo);
             dispatch.run(a, sig, call);
             recorder.end(handle, true, null);
+            statistics.completed(call.collective, call.bytes, a == Algorithm.DIRECT);
         } catch (RuntimeException e) {
-            throw failures.failed(e, handle);
+            statistics.failed(call.collective);
+            CollectiveException failure = failures.failed(e, handle);
+            if (recording) {
+                commit(call, algo, false);
+            }
+            throw failure;
+        }
+        if (recording) {
+            commit(call, algo, true);
+        }
+    }
+
+    /** Ends and commits the operation's JFR event when the recording keeps it (its threshold). */
+    private void commit(CollectiveCall call, String algo, boolean succeeded) {
+        event.end();
+        if (event.shouldCommit()) {
+            event.set(options.name(), call.collective.displayName(), sig.sequence(), call.bytes, call.count,
+                call.type == null ? null : call.type.shortName(), call.op == null ? null : call.op.shortName(), algo,
+                transport, rank, size, succeeded);
+            event.commit();
         }
     }
 
@@ -789,6 +854,7 @@ public final class Communicator implements AutoCloseable {
         if (directPath != null) {
             directPath.close();
         }
+        statistics.closeDirect();
         if (messagePath != null) {
             messagePath.closeDevices();
         }

@@ -1,6 +1,8 @@
 package io.jccl.collectives;
 
 import io.jccl.collectives.direct.DirectPath;
+import io.jccl.collectives.events.MismatchEvent;
+import io.jccl.collectives.events.PeerFailureEvent;
 import io.jccl.collectives.message.MessagePath;
 import io.jccl.collectives.store.Store;
 import io.jccl.common.Log;
@@ -78,11 +80,21 @@ final class Failures {
             cause = new CollectiveException.Aborted("rank " + rank + " was aborted: " + abortReason, e);
         }
         CollectiveException ce = fail(cause);
+        record(ce);
         if (handle >= 0) {
             recorder.end(handle, false, ce.getClass().getSimpleName());
         }
         dump(ce);
         return ce;
+    }
+
+    /** The JFR event of a peer failure or a mismatch (when a recording asks for it). */
+    private void record(CollectiveException ce) {
+        if (ce instanceof CollectiveException.PeerFailure pf) {
+            PeerFailureEvent.emit(name, pf.rank(), rank, pf.getMessage());
+        } else if (ce instanceof CollectiveException.Mismatch m) {
+            MismatchEvent.emit(name, rank, m.local(), m.otherRank(), m.other(), m.getMessage());
+        }
     }
 
     /** Records the first failure, tells peers (status word, QPs to ERROR, store key) and returns it. */

@@ -19,6 +19,14 @@ public interface Context extends AutoCloseable {
     /** A snapshot of this context's counters. */
     Map<Counter, Long> counters();
 
+    /**
+     * A share of this context's counters for one writer that moves data without work requests (see
+     * {@link CounterShare}); contexts that keep no counters return {@link CounterShare#NONE}.
+     */
+    default CounterShare openCounterShare() {
+        return CounterShare.NONE;
+    }
+
     /** Closes the context and everything created from it that is still open. */
     @Override
     void close();

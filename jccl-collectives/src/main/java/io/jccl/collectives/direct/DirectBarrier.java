@@ -75,8 +75,9 @@ public final class DirectBarrier implements WaitPolicy.Subject {
             long at = ControlBlockFlyweight.signatureOffset(parity);
             for (int j = 0; j < size; j++) {
                 if (j != rank && !sig.matches(path.control(j).segment(), at)) {
+                    String other = Signature.describe(path.control(j).segment(), at);
                     throw new CollectiveException.Mismatch("collective mismatch: rank " + rank + " is running " + sig
-                        + ", but rank " + j + " is running " + Signature.describe(path.control(j).segment(), at));
+                        + ", but rank " + j + " is running " + other, sig.toString(), j, other);
                 }
             }
         }

@@ -274,8 +274,10 @@ public final class Exchange implements WaitPolicy.Subject {
         return false;
     }
 
-    private static CollectiveException.Mismatch mismatch(String message) {
-        return new CollectiveException.Mismatch("collective mismatch: " + message);
+    private static CollectiveException.Mismatch mismatch(String message, Signature local, int otherRank,
+                                                         String other) {
+        return new CollectiveException.Mismatch("collective mismatch: " + message, local.toString(), otherRank,
+            other);
     }
 
     private int pumpSend(Transfer x) {
@@ -289,9 +291,10 @@ public final class Exchange implements WaitPolicy.Subject {
             long at = path.ctsOffset(p, p.ctsConsumed);
             long length = inbox.get(ValueLayout.JAVA_LONG_UNALIGNED, at + MessagePath.CTS_LENGTH);
             if (!x.sig.matches(inbox, at) || Signature.chunkBytes(inbox, at) != -1 || length != x.len) {
+                String other = Signature.describe(inbox, at);
                 throw mismatch("rank " + rank + " is running " + x.sig + " and sends " + x.len + " bytes to rank "
-                    + p.rank + ", but rank " + p.rank + " is ready for " + length + " bytes of "
-                    + Signature.describe(inbox, at));
+                    + p.rank + ", but rank " + p.rank + " is ready for " + length + " bytes of " + other, x.sig,
+                    p.rank, other);
             }
             p.ctsConsumed++;
             x.remoteAddress = inbox.get(ValueLayout.JAVA_LONG_UNALIGNED, at + MessagePath.CTS_ADDRESS);
@@ -355,9 +358,10 @@ public final class Exchange implements WaitPolicy.Subject {
                 // A chunk in the inbox before the last piece (completions arrive in order): the peer runs
                 // something else. Chunks of the peer's next operation may arrive only after the last piece.
                 long slot = path.nextSlotOffset(p);
+                String other = Signature.describe(inbox, slot);
                 throw mismatch("rank " + rank + " is running " + x.sig + " and expected " + x.len
                     + " bytes by rendezvous from rank " + p.rank + ", but rank " + p.rank + " sent a chunk of "
-                    + Signature.chunkBytes(inbox, slot) + " bytes for " + Signature.describe(inbox, slot));
+                    + Signature.chunkBytes(inbox, slot) + " bytes for " + other, x.sig, p.rank, other);
             }
             return work;
         }
@@ -365,9 +369,10 @@ public final class Exchange implements WaitPolicy.Subject {
             long slot = path.nextSlotOffset(p);
             int expect = (int) Math.min(x.len - x.done, p.chunkBytes);
             if (!x.sig.matches(inbox, slot) || Signature.chunkBytes(inbox, slot) != expect) {
+                String other = Signature.describe(inbox, slot);
                 throw mismatch("rank " + rank + " is running " + x.sig + " and expected " + expect
                     + " bytes from rank " + p.rank + ", but rank " + p.rank + " sent " + Signature.chunkBytes(inbox,
-                    slot) + " bytes for " + Signature.describe(inbox, slot));
+                    slot) + " bytes for " + other, x.sig, p.rank, other);
             }
             if (expect > 0) {
                 long at = x.off + x.done;

@@ -3,6 +3,7 @@ package io.jccl.verbs.spi;
 import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.Context;
 import io.jccl.verbs.Counter;
+import io.jccl.verbs.CounterShare;
 import io.jccl.verbs.Device;
 import io.jccl.verbs.VerbsException;
 
@@ -59,6 +60,12 @@ public abstract class AbstractContext implements Context {
     @Override
     public Map<Counter, Long> counters() {
         return counters.snapshot();
+    }
+
+    /** A {@link CounterSet.Local} of this context's counters (in its counter file when it has one). */
+    @Override
+    public CounterShare openCounterShare() {
+        return counters.newLocal();
     }
 
     /** Throws CLOSED when the context was closed. */

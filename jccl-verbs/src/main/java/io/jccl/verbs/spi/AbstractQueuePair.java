@@ -174,7 +174,7 @@ public abstract class AbstractQueuePair implements QueuePair, Progressable {
             apply(attributes);
             if (to == QueuePairState.ERROR) {
                 if (from != QueuePairState.ERROR) {
-                    enterError();
+                    enterError("modified to ERROR");
                 }
                 return;
             }
@@ -455,7 +455,7 @@ public abstract class AbstractQueuePair implements QueuePair, Progressable {
         }
         if (status != WorkCompletionStatus.SUCCESS && status != WorkCompletionStatus.WR_FLUSH_ERR
             && state != QueuePairState.ERROR) {
-            enterError();
+            enterError(status.name());
         }
     }
 
@@ -468,7 +468,7 @@ public abstract class AbstractQueuePair implements QueuePair, Progressable {
         receiveHead++;
         if (status != WorkCompletionStatus.SUCCESS && status != WorkCompletionStatus.WR_FLUSH_ERR
             && state != QueuePairState.ERROR) {
-            enterError();
+            enterError(status.name());
         }
     }
 
@@ -477,10 +477,17 @@ public abstract class AbstractQueuePair implements QueuePair, Progressable {
      * tells the provider, which tells the peer.
      */
     protected final void enterError() {
+        enterError("link or peer failure");
+    }
+
+    /** {@link #enterError()}, saying why in the {@code io.jccl.QueuePairError} JFR event. */
+    protected final void enterError(String reason) {
         if (state == QueuePairState.ERROR) {
             return;
         }
+        QueuePairState previous = state;
         state = QueuePairState.ERROR;
+        QueuePairErrorEvent.emit(context.device().name(), queuePairNumber, destQpNumber, reason, previous.name());
         flushSends();
         flushReceives();
         onError();

@@ -1,6 +1,7 @@
 package io.jccl.verbs.spi;
 
 import io.jccl.verbs.Counter;
+import io.jccl.verbs.CounterShare;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -137,7 +138,7 @@ public final class CounterSet implements AutoCloseable {
      * See {@link #newLocal()}. Its writers must be ordered (one lock, one thread): updates are plain read, opaque
      * write; readers of the set see them with opaque reads.
      */
-    public static final class Local {
+    public static final class Local implements CounterShare {
         private final CounterSet owner;
         private final MemorySegment blocks;
         private final long base;
@@ -152,6 +153,7 @@ public final class CounterSet implements AutoCloseable {
         }
 
         /** Adds {@code delta} to a counter. */
+        @Override
         public void add(Counter counter, long delta) {
             if (closed) {
                 return;
@@ -170,6 +172,7 @@ public final class CounterSet implements AutoCloseable {
         }
 
         /** Folds this share into the set and detaches it (once; later adds are not counted). */
+        @Override
         public void close() {
             if (!closed) {
                 closed = true;
