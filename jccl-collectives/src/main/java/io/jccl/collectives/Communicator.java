@@ -113,6 +113,11 @@ public final class Communicator implements AutoCloseable {
     private volatile boolean closed;
     /** Rounds of the warm-up at creation ({@link Warmup}; tests read it). */
     int warmupRounds;
+    /**
+     * While the warm-up runs (in create, before the communicator is returned): its operations are JCCL's, not the
+     * application's, so they count in no statistics and record no JFR event (their sequence numbers stay used).
+     */
+    private boolean warmingUp;
     private final PointToPoint pointToPoint = new PointToPoint();
     /** Operation counters (written by the turn holder) and the one JFR event every operation reuses. */
     private final CollectiveStatistics statistics = new CollectiveStatistics();
@@ -208,7 +213,9 @@ public final class Communicator implements AutoCloseable {
         try {
             c.init();
             // The first collectives of a fresh JVM run cold (milliseconds): warm them while the job starts anyway
+            c.warmingUp = true;
             c.warmupRounds = Warmup.run(c, options.warmupNs());
+            c.warmingUp = false;
         } catch (RuntimeException e) {
             c.closeResources();
             throw e;
@@ -454,7 +461,8 @@ public final class Communicator implements AutoCloseable {
         long handle = -1;
         String algo = null;
         // JFR: the one event is timed only while a recording enables it (no clock read, no allocation otherwise)
-        boolean recording = event.isEnabled();
+        boolean counted = !warmingUp;
+        boolean recording = counted && event.isEnabled();
         if (recording) {
             event.begin();
         }
@@ -466,9 +474,13 @@ public final class Communicator implements AutoCloseable {
             handle = begin(call, algo);
             dispatch.run(a, sig, call);
             recorder.end(handle, true, null);
-            statistics.completed(call.collective, call.bytes, a == Algorithm.DIRECT);
+            if (counted) {
+                statistics.completed(call.collective, call.bytes, a == Algorithm.DIRECT);
+            }
         } catch (RuntimeException e) {
-            statistics.failed(call.collective);
+            if (counted) {
+                statistics.failed(call.collective);
+            }
             CollectiveException failure = failures.failed(e, handle);
             if (recording) {
                 commit(call, algo, false);

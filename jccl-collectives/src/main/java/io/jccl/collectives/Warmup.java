@@ -125,8 +125,10 @@ final class Warmup {
             heap[1] = 0f;
             comm.allReduce(heap, ReduceOp.SUM);
         }
-        Log.get().info(comm.rank(), Log.Subsys.INIT, String.format(Locale.ROOT, "warm-up: %d rounds of small "
-            + "all-reduces in %.1f ms (JCCL_WARMUP=0 turns it off)", rounds, (System.nanoTime() - startNs) / 1e6));
+        int done = rounds;
+        double ms = (System.nanoTime() - startNs) / 1e6;
+        Log.get().info(comm.rank(), Log.Subsys.INIT, () -> String.format(Locale.ROOT, "warm-up: %d rounds of small "
+            + "all-reduces in %.1f ms (JCCL_WARMUP=0 turns it off)", done, ms));
         return rounds;
     }
 }
