@@ -5,12 +5,10 @@ import io.jccl.tools.JcclRuntime;
 import org.junit.jupiter.api.Test;
 
 import java.io.File;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -35,21 +33,10 @@ class MpirunSystemTest {
 
     /** Runs {@code command} (mpirun, as root where needed) and returns what it printed; fails on a non-zero exit. */
     private static String run(List<String> command) throws Exception {
-        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+        ProcessBuilder builder = new ProcessBuilder(command);
         builder.environment().put("OMPI_ALLOW_RUN_AS_ROOT", "1");
         builder.environment().put("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-        Process process = builder.start();
-        byte[] output;
-        try {
-            output = process.getInputStream().readAllBytes();
-            assertTrue(process.waitFor(120, TimeUnit.SECONDS), "mpirun did not finish");
-        } finally {
-            process.destroyForcibly();
-        }
-        String text = new String(output, StandardCharsets.UTF_8);
-        System.out.print(text);
-        assertEquals(0, process.exitValue(), text);
-        return text;
+        return LauncherRun.run(builder, 120, "mpirun");
     }
 
     /**
@@ -88,20 +75,7 @@ class MpirunSystemTest {
             "-x", "MASTER_ADDR=127.0.0.1", "-x", "MASTER_PORT=" + JcclRuntime.freePort(), "-x", "PATH"));
         command.addAll(JcclRuntime.javaCommand(List.of(), "io.jccl.tools.Main", List.of("tests", "all_reduce_perf",
             "-b", "8", "-e", "64K", "-f", "64", "-n", "3", "-w", "1")));
-        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
-        builder.environment().put("OMPI_ALLOW_RUN_AS_ROOT", "1");
-        builder.environment().put("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-        Process process = builder.start();
-        byte[] output;
-        try {
-            output = process.getInputStream().readAllBytes();
-            assertTrue(process.waitFor(120, TimeUnit.SECONDS), "mpirun did not finish");
-        } finally {
-            process.destroyForcibly();
-        }
-        String text = new String(output, StandardCharsets.UTF_8);
-        System.out.print(text);
-        assertEquals(0, process.exitValue(), text);
+        String text = run(command);
         assertTrue(text.contains("# Out of bounds values : 0 OK"), text);
         // Rank 0 prints one table naming both ranks that mpirun started, and the provider between them.
         assertTrue(text.contains("Rank  0 Group") && text.contains("Rank  1 Group"), text);

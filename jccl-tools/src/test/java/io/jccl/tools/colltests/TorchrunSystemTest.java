@@ -4,14 +4,12 @@ import io.jccl.tools.JcclRuntime;
 import org.junit.jupiter.api.Test;
 
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
@@ -56,17 +54,7 @@ class TorchrunSystemTest {
         command.add("--no_python");
         command.addAll(JcclRuntime.javaCommand(List.of(), "io.jccl.tools.Main", List.of("tests", "all_reduce_perf",
             "-b", "8", "-e", "64K", "-f", "64", "-n", "3", "-w", "1", "--jit_warmup", "0")));
-        Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
-        byte[] output;
-        try {
-            output = process.getInputStream().readAllBytes();
-            assertTrue(process.waitFor(180, TimeUnit.SECONDS), "torchrun did not finish");
-        } finally {
-            process.destroyForcibly();
-        }
-        String text = new String(output, StandardCharsets.UTF_8);
-        System.out.print(text);
-        assertEquals(0, process.exitValue(), text);
+        String text = LauncherRun.run(new ProcessBuilder(command), 180, "torchrun");
         assertTrue(text.contains("# Out of bounds values : 0 OK"), text);
         assertTrue(text.contains("Rank  0 Group") && text.contains("Rank  1 Group"), text);
         assertFalse(text.contains("cannot bind"), text);
