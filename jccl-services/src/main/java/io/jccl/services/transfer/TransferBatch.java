@@ -1,7 +1,5 @@
 package io.jccl.services.transfer;
 
-import io.jccl.common.idle.BackoffIdleStrategy;
-import io.jccl.common.idle.IdleStrategy;
 
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
@@ -57,7 +55,6 @@ public final class TransferBatch implements AutoCloseable {
     private volatile boolean done;
     boolean closed;
     private volatile CompletableFuture<TransferBatch> future;
-    private final IdleStrategy idle = new BackoffIdleStrategy();
 
     TransferBatch(TransferEngine engine, int slot, int capacity) {
         this.engine = engine;
@@ -290,9 +287,11 @@ public final class TransferBatch implements AutoCloseable {
         if (!submitted) {
             throw new IllegalStateException("batch was not submitted");
         }
-        idle.reset();
         while (!done) {
-            idle.idle(engine.progress());
+            // 1 ms at most inside the provider's poll: the engine's lock is held meanwhile.
+            if (engine.progress() == 0 && !done) {
+                engine.awaitCompletions(1_000_000L);
+            }
         }
         return succeeded();
     }
@@ -305,17 +304,14 @@ public final class TransferBatch implements AutoCloseable {
             throw new IllegalStateException("batch was not submitted");
         }
         long deadline = System.nanoTime() + timeoutNs;
-        idle.reset();
         while (!done) {
             int work = engine.progress();
             long left = deadline - System.nanoTime();
             if (left <= 0) {
                 return done;
             }
-            if (work > 0) {
-                idle.reset();
-            } else {
-                idle.idleAtMost(left);
+            if (work == 0 && !done) {
+                engine.awaitCompletions(Math.min(left, 1_000_000L));
             }
         }
         return true;

@@ -539,6 +539,27 @@ public final class TransferEngine implements AutoCloseable {
         }
     }
 
+    /**
+     * Waits up to {@code maxNs} for a completion in the provider's own blocking poll (its spin, then its wake-up
+     * source: a futex for shm, the socket for tcp), which wakes a waiter sooner than sleeping between polls; with
+     * several devices in use it polls once instead. Returns the work done.
+     */
+    int awaitCompletions(long maxNs) {
+        if (devices.length != 1) {
+            return progress();
+        }
+        lock.lock();
+        try {
+            int n = devices[0].completionQueue().poll(completions, completions.length, maxNs);
+            for (int i = 0; i < n; i++) {
+                dispatch(completions[i]);
+            }
+            return n + progressLocked();
+        } finally {
+            lock.unlock();
+        }
+    }
+
     private int progressLocked() {
         int work = 0;
         for (DeviceResources d : devices) {
