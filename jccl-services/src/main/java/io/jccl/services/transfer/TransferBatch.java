@@ -290,7 +290,7 @@ public final class TransferBatch implements AutoCloseable {
         while (!done) {
             // 1 ms at most inside the provider's poll: the engine's lock is held meanwhile.
             if (engine.progress() == 0 && !done) {
-                engine.awaitCompletions(1_000_000L);
+                engine.awaitCompletions(this, 1_000_000L);
             }
         }
         return succeeded();
@@ -311,7 +311,7 @@ public final class TransferBatch implements AutoCloseable {
                 return done;
             }
             if (work == 0 && !done) {
-                engine.awaitCompletions(Math.min(left, 1_000_000L));
+                engine.awaitCompletions(this, Math.min(left, 1_000_000L));
             }
         }
         return true;
@@ -392,8 +392,9 @@ public final class TransferBatch implements AutoCloseable {
         if (submitted && !done) {
             throw new IllegalStateException("batch is still in flight");
         }
-        if (inFlight > 0) {
-            throw new IllegalStateException(inFlight + " slices of this batch are still in flight (their transfers "
+        int out = engine.inFlight(this);
+        if (out > 0) {
+            throw new IllegalStateException(out + " slices of this batch are still in flight (their transfers "
                 + "failed at the deadline); use a new batch");
         }
         for (int t = 0; t < count; t++) {

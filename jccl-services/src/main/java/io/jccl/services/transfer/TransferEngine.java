@@ -14,6 +14,7 @@ import io.jccl.common.ProcessIds;
 import io.jccl.common.idle.BackoffIdleStrategy;
 import io.jccl.common.idle.IdleStrategy;
 import io.jccl.verbs.AccessFlag;
+import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.Endpoint;
 import io.jccl.verbs.MemoryRegion;
 import io.jccl.verbs.QueuePair;
@@ -92,6 +93,13 @@ public final class TransferEngine implements AutoCloseable {
     private final DeviceChoice deviceChoice;
     /** Devices in use (some peer's choice), in preference order; a segment has one region per entry. */
     final DeviceResources[] devices;
+    /**
+     * Completion queue of the inbound queue pairs (peers' links to this engine) per device: the agent's alone, so it
+     * can wait in the provider's blocking poll for notifications without the engine's lock.
+     */
+    private final CompletionQueue[] inboundQueues;
+    /** Batches submitted and not done (written under the lock; the agent reads it to choose how to wait). */
+    private volatile int inflightCount;
     /** Index into {@link #devices} per peer (-1 for this rank). */
     private final int[] deviceIndex;
     private final JoinRecord[] records;
@@ -100,8 +108,9 @@ public final class TransferEngine implements AutoCloseable {
     private final long[] inGeneration;
     private final ReentrantLock lock = new ReentrantLock();
     private final WorkCompletion[] completions = WorkCompletion.array(64);
+    private final WorkCompletion[] inboundCompletions = WorkCompletion.array(64);
+    private final ReceiveWorkRequest inboundReceive = new ReceiveWorkRequest(1);
     private final SendWorkRequest send = new SendWorkRequest(1);
-    private final ReceiveWorkRequest receive = new ReceiveWorkRequest(1);
     private final TransferBatch[] batches = new TransferBatch[1 << 15];
     private final ArrayDeque<TransferBatch> pending = new ArrayDeque<>();
     private final ArrayList<TransferBatch> inflight = new ArrayList<>();
@@ -176,6 +185,11 @@ public final class TransferEngine implements AutoCloseable {
             devices = new DeviceResources[used.size()];
             for (var e : used.entrySet()) {
                 devices[e.getValue()] = deviceChoice.opened().get(e.getKey());
+            }
+            inboundQueues = new CompletionQueue[devices.length];
+            for (int d = 0; d < devices.length; d++) {
+                inboundQueues[d] = devices[d].context().createCompletionQueue(Math.min(
+                    size * q * RECEIVE_DEPTH + 64, devices[d].context().query().maxCompletionQueueEntries()));
             }
             // Close the devices nobody uses.
             for (var it = deviceChoice.opened().entrySet().iterator(); it.hasNext(); ) {
@@ -473,6 +487,16 @@ public final class TransferEngine implements AutoCloseable {
         throw new TransferException("too many batches open at once (" + batches.length + "): close some");
     }
 
+    /** Slices of {@code b} posted (or waiting for a retry) whose completion has not come back; read under the lock. */
+    int inFlight(TransferBatch b) {
+        lock.lock();
+        try {
+            return b.inFlight;
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** Frees {@code b}'s slot once nothing of it is in flight (else when its last slice returns). */
     void release(TransferBatch b) {
         lock.lock();
@@ -493,6 +517,7 @@ public final class TransferEngine implements AutoCloseable {
         try {
             b.deadlineNs = System.nanoTime() + options.timeoutNs();
             inflight.add(b);
+            inflightCount = inflight.size();
             for (int t = 0; t < b.count; t++) {
                 if (b.status[t] == TransferBatch.PENDING && b.remote[t].self != null) {
                     copyLocally(b, t);
@@ -542,14 +567,19 @@ public final class TransferEngine implements AutoCloseable {
     /**
      * Waits up to {@code maxNs} for a completion in the provider's own blocking poll (its spin, then its wake-up
      * source: a futex for shm, the socket for tcp), which wakes a waiter sooner than sleeping between polls; with
-     * several devices in use it polls once instead. Returns the work done.
+     * several devices in use it polls once instead. Returns at once when {@code batch} is done: the agent may have
+     * taken its last completion meanwhile (it dispatches under the lock, so the check under the lock is exact), and
+     * waiting for another would cost the waiter the whole {@code maxNs}.
      */
-    int awaitCompletions(long maxNs) {
+    int awaitCompletions(TransferBatch batch, long maxNs) {
         if (devices.length != 1) {
             return progress();
         }
         lock.lock();
         try {
+            if (batch.isDone()) {
+                return 1;
+            }
             int n = devices[0].completionQueue().poll(completions, completions.length, maxNs);
             for (int i = 0; i < n; i++) {
                 dispatch(completions[i]);
@@ -671,9 +701,9 @@ public final class TransferEngine implements AutoCloseable {
     }
 
     private void postReceive(InLink link, int peer, int qp, int slot) {
-        receive.wrId(RECEIVE_BIT | ((long) peer << 24) | ((long) qp << 16) | slot)
+        inboundReceive.wrId(RECEIVE_BIT | ((long) peer << 24) | ((long) qp << 16) | slot)
             .local(link.buffers, ((long) qp * RECEIVE_DEPTH + slot) * NOTIFICATION_MAX_BYTES, NOTIFICATION_MAX_BYTES);
-        link.qps[qp].postReceive(receive);
+        link.qps[qp].postReceive(inboundReceive);
     }
 
     /** Posts retries and waiting batches as far as the queue pairs have room. */
@@ -868,6 +898,7 @@ public final class TransferEngine implements AutoCloseable {
     /** Called by a batch that resolved entirely. */
     void resolved(TransferBatch b) {
         inflight.remove(b);
+        inflightCount = inflight.size();
         if (b.queued) {
             b.queued = false;
             pending.remove(b);
@@ -901,37 +932,28 @@ public final class TransferEngine implements AutoCloseable {
      * none came in time.
      */
     public Notification pollNotification(long timeout, TimeUnit unit) throws InterruptedException {
-        Notification n = notifications.poll();
-        if (n != null) {
-            return n;
-        }
-        long deadlineNs = System.nanoTime() + unit.toNanos(timeout);
-        IdleStrategy idle = new BackoffIdleStrategy();
-        while (true) {
-            int work = progress();
-            n = notifications.poll();
-            if (n != null) {
-                return n;
-            }
-            long left = deadlineNs - System.nanoTime();
-            if (left <= 0) {
-                return null;
-            }
-            if (Thread.interrupted()) {
-                throw new InterruptedException();
-            }
-            if (work > 0) {
-                idle.reset();
-            } else {
-                idle.idleAtMost(left);
-            }
-        }
+        return notifications.poll(timeout, unit);
     }
 
     /** The next notification already here, or null (never waits). */
     public Notification pollNotification() {
-        progress();
         return notifications.poll();
+    }
+
+    /** Moves what arrived on the inbound queue pairs into the notification queue; the agent's thread only. */
+    private int pollInbound(long timeoutNs) {
+        int work = 0;
+        for (CompletionQueue cq : inboundQueues) {
+            int n = cq.poll(inboundCompletions, inboundCompletions.length, timeoutNs);
+            for (int i = 0; i < n; i++) {
+                WorkCompletion wc = inboundCompletions[i];
+                if ((wc.wrId() & RECEIVE_BIT) != 0) {
+                    onReceive(wc, wc.wrId());
+                }
+            }
+            work += n;
+        }
+        return work;
     }
 
     // ================================================================================================ links
@@ -1070,12 +1092,12 @@ public final class TransferEngine implements AutoCloseable {
         }
     }
 
-    private QueuePair[] createQueuePairs(DeviceResources d, int n, int sendDepth, int receiveDepth,
-                                         AccessFlag... remoteAccess) {
+    private QueuePair[] createQueuePairs(DeviceResources d, CompletionQueue cq, int n, int sendDepth,
+                                         int receiveDepth, AccessFlag... remoteAccess) {
         QueuePair[] qps = new QueuePair[n];
         try {
             for (int k = 0; k < n; k++) {
-                qps[k] = d.protectionDomain().createQueuePair(QueuePairInitAttributes.of(d.completionQueue())
+                qps[k] = d.protectionDomain().createQueuePair(QueuePairInitAttributes.of(cq)
                     .withDepths(sendDepth, receiveDepth));
                 qps[k].modify(QueuePairAttributes.toInit(remoteAccess));
             }
@@ -1103,20 +1125,25 @@ public final class TransferEngine implements AutoCloseable {
         qp.modify(QueuePairAttributes.toReadyToSend(qp.initialPsn()).linkTimeoutNs(options.peerTimeoutNs()));
     }
 
-    /** The agent: progress when nobody else drives it, connection requests and answers, reconnections. */
+    /**
+     * The agent: progress when nobody else drives it, notifications, connection requests and answers,
+     * reconnections. With nothing in flight and one device it waits in the inbound completion queue's blocking poll
+     * (the provider's wake-up source), else with the idle strategy.
+     */
     private void runAgent() {
         IdleStrategy idle = new BackoffIdleStrategy();
         long nextStoreNs = 0;
         while (!closed) {
             int work = 0;
             try {
-                if (lock.tryLock()) {
+                if (inflightCount > 0 && lock.tryLock()) {
                     try {
                         work += progressLocked();
                     } finally {
                         lock.unlock();
                     }
                 }
+                work += pollInbound(0);
                 long now = System.nanoTime();
                 boolean busy = false;
                 for (OutLink link : out) {
@@ -1127,17 +1154,19 @@ public final class TransferEngine implements AutoCloseable {
                     work += advanceLinks();
                     nextStoreNs = System.nanoTime() + (busy ? STORE_PERIOD_BUSY_NS : STORE_PERIOD_IDLE_NS);
                 }
+                if (work > 0) {
+                    idle.reset();
+                } else if (inflightCount == 0 && inboundQueues.length == 1 && !busy) {
+                    work += pollInbound(Math.max(1, nextStoreNs - System.nanoTime()));
+                } else {
+                    idle.idleAtMost(STORE_PERIOD_IDLE_NS);
+                }
             } catch (RuntimeException e) {
                 if (closed) {
                     return;
                 }
                 log.warn(rank, Log.Subsys.NET, "transfer agent: " + e);
                 LockSupport.parkNanos(1_000_000);
-            }
-            if (work > 0) {
-                idle.reset();
-            } else {
-                idle.idleAtMost(STORE_PERIOD_IDLE_NS);
             }
         }
     }
@@ -1170,7 +1199,8 @@ public final class TransferEngine implements AutoCloseable {
         String[] endpoints = store.getString("ep/" + peer + "/" + rank + "/" + generation, options.timeoutNs())
             .split(" ");
         DeviceResources d = devices[deviceIndex[peer]];
-        QueuePair[] qps = createQueuePairs(d, endpoints.length, 4, RECEIVE_DEPTH, AccessFlag.LOCAL_WRITE,
+        QueuePair[] qps = createQueuePairs(d, inboundQueues[deviceIndex[peer]], endpoints.length, 4, RECEIVE_DEPTH,
+            AccessFlag.LOCAL_WRITE,
             AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ);
         MemoryRegion buffers = null;
         try {
@@ -1248,7 +1278,8 @@ public final class TransferEngine implements AutoCloseable {
 
     private int request(OutLink link) {
         DeviceResources d = devices[link.device];
-        QueuePair[] qps = createQueuePairs(d, settings.queuePairsPerPeer(), SEND_DEPTH, 1, AccessFlag.LOCAL_WRITE);
+        QueuePair[] qps = createQueuePairs(d, d.completionQueue(), settings.queuePairsPerPeer(), SEND_DEPTH, 1,
+            AccessFlag.LOCAL_WRITE);
         StringBuilder mine = new StringBuilder();
         for (int k = 0; k < qps.length; k++) {
             mine.append(k == 0 ? "" : " ").append(qps[k].localEndpoint().encode());
