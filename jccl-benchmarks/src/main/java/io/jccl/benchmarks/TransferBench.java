@@ -64,7 +64,7 @@ public final class TransferBench {
         double rawMedium = best[4];
         double rawLarge = best[5];
         System.out.printf("transfer engine vs raw verbs on %s (%d QPs per peer, slices of %d B; best of %d rounds of "
-            + "%.1f s per row)%n", device, qps, settings.sliceBytes(), rounds, seconds);
+            + "%.1f s per row)%n", device, qps, settings.sliceBytesFor(Verbs.device(device).linkLayer()), rounds, seconds);
         System.out.printf("%-34s %12s %12s %8s%n", "measure", "engine", "raw verbs", "ratio");
         System.out.printf("%-34s %9.2f us %9.2f us %+7.2f us added%n", "1 x 4 KiB WRITE per batch", engine[0],
             rawOverheadUs, engine[0] - rawOverheadUs);

@@ -133,8 +133,9 @@ public final class TransferBatch implements AutoCloseable {
         if (remote.self != null && !remote.self.isRegistered()) {
             return remote + " was unregistered";
         }
-        if ((length + engine.settings().sliceBytes() - 1) / engine.settings().sliceBytes() >= (1 << 22)) {
-            return "length " + length + " needs more than 2^22 slices of " + engine.settings().sliceBytes() + " B";
+        long slice = engine.sliceBytesTo(remote.rank());
+        if ((length - 1) / slice + 1 >= (1 << 22)) {
+            return "length " + length + " needs more than 2^22 slices of " + slice + " B";
         }
         return null;
     }
@@ -185,12 +186,11 @@ public final class TransferBatch implements AutoCloseable {
                 }
             }
         }
-        int slice = engine.settings().sliceBytes();
         unresolved = 0;
         for (int t = 0; t < count; t++) {
             if (status[t] == PENDING) {
                 unresolved++;
-                slicesLeft[t] = (int) ((length[t] + slice - 1) / slice);
+                slicesLeft[t] = sliceCount(t);
             }
         }
         cursor = 0;
@@ -201,9 +201,10 @@ public final class TransferBatch implements AutoCloseable {
         return this;
     }
 
+    /** Slices of transfer {@code t} (one for a copy within this rank). */
     int sliceCount(int t) {
-        int slice = engine.settings().sliceBytes();
-        return (int) ((length[t] + slice - 1) / slice);
+        long slice = engine.sliceBytesTo(remote[t].rank());
+        return (int) ((length[t] - 1) / slice + 1);
     }
 
     /** {@code n} slices of transfer {@code t} landed. Under the engine's lock. */

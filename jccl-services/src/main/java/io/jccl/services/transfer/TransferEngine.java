@@ -98,6 +98,8 @@ public final class TransferEngine implements AutoCloseable {
      * can wait in the provider's blocking poll for notifications without the engine's lock.
      */
     private final CompletionQueue[] inboundQueues;
+    /** Slice size per device (by its link layer unless set). */
+    private final int[] sliceBytes;
     /** Batches submitted and not done (written under the lock; the agent reads it to choose how to wait). */
     private volatile int inflightCount;
     /** Index into {@link #devices} per peer (-1 for this rank). */
@@ -151,7 +153,7 @@ public final class TransferEngine implements AutoCloseable {
             if (size > 1) {
                 deviceChoice.open(true, cqCapacity, Reach.HOST);
             }
-            String settingsHash = Integer.toHexString(settings.fingerprint().hashCode());
+            String settingsHash = Integer.toHexString(TransferSettings.fingerprint().hashCode());
             records = Bootstrap.exchangeJoinRecords(store, rank, size, options, hostId, settingsHash,
                 String.join(",", deviceChoice.opened().keySet()), deadlineNs);
             String[] hostIds = new String[size];
@@ -186,6 +188,10 @@ public final class TransferEngine implements AutoCloseable {
             for (var e : used.entrySet()) {
                 devices[e.getValue()] = deviceChoice.opened().get(e.getKey());
             }
+            sliceBytes = new int[devices.length];
+            for (int d = 0; d < devices.length; d++) {
+                sliceBytes[d] = settings.sliceBytesFor(devices[d].linkLayer());
+            }
             inboundQueues = new CompletionQueue[devices.length];
             for (int d = 0; d < devices.length; d++) {
                 inboundQueues[d] = devices[d].context().createCompletionQueue(Math.min(
@@ -201,11 +207,10 @@ public final class TransferEngine implements AutoCloseable {
             }
             if (log.enabled(Log.Level.INFO, Log.Subsys.INIT)) {
                 StringBuilder sb = new StringBuilder("transfer engine: rank " + rank + " of " + size + ", devices");
-                for (DeviceResources d : devices) {
-                    sb.append(' ').append(d.name());
+                for (int d = 0; d < devices.length; d++) {
+                    sb.append(' ').append(devices[d].name()).append(" (slices of ").append(sliceBytes[d]).append(" B)");
                 }
-                log.info(rank, Log.Subsys.INIT, sb.append(", ").append(q).append(" QPs per peer, slices of ")
-                    .append(settings.sliceBytes()).append(" B").toString());
+                log.info(rank, Log.Subsys.INIT, sb.append(", ").append(q).append(" QPs per peer").toString());
             }
         } catch (RuntimeException e) {
             deviceChoice.closeAll();
@@ -260,6 +265,11 @@ public final class TransferEngine implements AutoCloseable {
     /** The settings every rank of the job shares. */
     public TransferSettings settings() {
         return settings;
+    }
+
+    /** Largest slice of a transfer to {@code peer} (this rank: no slicing, a memory copy). */
+    public int sliceBytesTo(int peer) {
+        return peer == rank ? Integer.MAX_VALUE : sliceBytes[deviceIndex[peer]];
     }
 
     /** The name of the device that reaches {@code peer} ({@code shm0}, {@code tcp0}), or null for this rank. */
@@ -548,7 +558,7 @@ public final class TransferEngine implements AutoCloseable {
             MemorySegment.copy(target.memory(), b.remoteOffset[t], b.local[t].memory(), b.localOffset[t],
                 b.length[t]);
         }
-        b.sliceDone(t, 1);
+        b.sliceDone(t, b.slicesLeft[t]);
     }
 
     /**
@@ -829,8 +839,9 @@ public final class TransferEngine implements AutoCloseable {
 
     /** Posts one slice; a {@code retry} is already counted in the batch's inFlight. */
     private void postSlice(TransferBatch b, int t, int slice, OutLink link, int qp, boolean retry) {
-        long offset = (long) slice * settings.sliceBytes();
-        int length = (int) Math.min(settings.sliceBytes(), b.length[t] - offset);
+        int sliceLength = sliceBytes[link.device];
+        long offset = (long) slice * sliceLength;
+        int length = (int) Math.min(sliceLength, b.length[t] - offset);
         RemoteSegment r = b.remote[t];
         MemoryRegion local = b.local[t].regions[link.device];
         send.wrId(sendId(b.slot, qp, t, slice))

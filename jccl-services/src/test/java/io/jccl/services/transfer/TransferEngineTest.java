@@ -167,4 +167,21 @@ class TransferEngineTest {
             barrier.await();
         });
     }
+
+    @org.junit.jupiter.api.Test
+    void shouldCopyTransfersLargerThanASliceToThisRanksOwnSegment() {
+        Engines.run(1, Engines.options("shm0"), TransferSettings.defaults().withSliceBytes(1 << 20),
+            (engine, barrier) -> {
+                LocalSegment a = engine.registerSegment("self-a", 8 << 20);
+                LocalSegment b = engine.registerSegment("self-b", 8 << 20);
+                Engines.fill(b.memory(), 0, 8 << 20, 5);
+                RemoteSegment self = engine.openSegment("self-a");
+                try (TransferBatch batch = engine.newBatch(2)) {
+                    batch.write(b, 3, self, 1, (5 << 20) + 3); // 6 slices of 1 MiB if it went to a peer
+                    assertTrue(batch.submit().await(java.time.Duration.ofSeconds(10).toNanos()), batch.toString());
+                    assertTrue(batch.succeeded(), batch.toString());
+                }
+                assertEquals(Engines.crc(b.memory(), 3, (5 << 20) + 3), Engines.crc(a.memory(), 1, (5 << 20) + 3));
+            });
+    }
 }
