@@ -288,11 +288,16 @@ public final class TransferBatch implements AutoCloseable {
         if (!submitted) {
             throw new IllegalStateException("batch was not submitted");
         }
-        while (!done) {
-            // 1 ms at most inside the provider's poll: the engine's lock is held meanwhile.
-            if (engine.progress() == 0 && !done) {
-                engine.awaitCompletions(this, 1_000_000L);
+        engine.awaiting.incrementAndGet();
+        try {
+            while (!done) {
+                // 1 ms at most inside the provider's poll: the engine's lock is held meanwhile.
+                if (engine.progress() == 0 && !done) {
+                    engine.awaitCompletions(this, 1_000_000L);
+                }
             }
+        } finally {
+            engine.awaiting.decrementAndGet();
         }
         return succeeded();
     }
@@ -305,15 +310,20 @@ public final class TransferBatch implements AutoCloseable {
             throw new IllegalStateException("batch was not submitted");
         }
         long deadline = System.nanoTime() + timeoutNs;
-        while (!done) {
-            int work = engine.progress();
-            long left = deadline - System.nanoTime();
-            if (left <= 0) {
-                return done;
+        engine.awaiting.incrementAndGet();
+        try {
+            while (!done) {
+                int work = engine.progress();
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    return done;
+                }
+                if (work == 0 && !done) {
+                    engine.awaitCompletions(this, Math.min(left, 1_000_000L));
+                }
             }
-            if (work == 0 && !done) {
-                engine.awaitCompletions(this, Math.min(left, 1_000_000L));
-            }
+        } finally {
+            engine.awaiting.decrementAndGet();
         }
         return true;
     }

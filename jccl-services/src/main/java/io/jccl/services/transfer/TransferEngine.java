@@ -100,6 +100,11 @@ public final class TransferEngine implements AutoCloseable {
     private final CompletionQueue[] inboundQueues;
     /** Slice size per device (by its link layer unless set). */
     private final int[] sliceBytes;
+    /**
+     * Threads in {@link TransferBatch#await()}: they drive the completion queue themselves, so the agent leaves it to
+     * them instead of spinning beside them for the same cores.
+     */
+    final java.util.concurrent.atomic.AtomicInteger awaiting = new java.util.concurrent.atomic.AtomicInteger();
     /** Batches submitted and not done (written under the lock; the agent reads it to choose how to wait). */
     private volatile int inflightCount;
     /** Index into {@link #devices} per peer (-1 for this rank). */
@@ -1147,7 +1152,8 @@ public final class TransferEngine implements AutoCloseable {
         while (!closed) {
             int work = 0;
             try {
-                if (inflightCount > 0 && lock.tryLock()) {
+                boolean driving = inflightCount > 0 && awaiting.get() == 0;
+                if (driving && lock.tryLock()) {
                     try {
                         work += progressLocked();
                     } finally {
@@ -1167,7 +1173,7 @@ public final class TransferEngine implements AutoCloseable {
                 }
                 if (work > 0) {
                     idle.reset();
-                } else if (inflightCount == 0 && inboundQueues.length == 1 && !busy) {
+                } else if (!driving && inboundQueues.length == 1 && !busy) {
                     work += pollInbound(Math.max(1, nextStoreNs - System.nanoTime()));
                 } else {
                     idle.idleAtMost(STORE_PERIOD_IDLE_NS);
