@@ -13,7 +13,7 @@ import java.lang.foreign.MemorySegment;
  * to it fail with a remote access error) and its name leaves the store.
  */
 public final class LocalSegment implements AutoCloseable {
-    private final TransferEngine engine;
+    final TransferEngine engine;
     private final String name;
     private final MemorySegment memory;
     /** One region per device of the engine, indexed like {@link TransferEngine}'s device list. */

@@ -14,8 +14,12 @@ public final class RemoteSegment {
     final int rkey;
     /** The owner's own segment when the owner is this engine (transfers are memory copies), else null. */
     final LocalSegment self;
+    /** The engine that opened it: only that engine's batches can use it (its links and keys). */
+    final TransferEngine engine;
 
-    RemoteSegment(String name, int rank, long length, long address, int rkey, LocalSegment self) {
+    RemoteSegment(TransferEngine engine, String name, int rank, long length, long address, int rkey,
+                  LocalSegment self) {
+        this.engine = engine;
         this.name = name;
         this.rank = rank;
         this.length = length;

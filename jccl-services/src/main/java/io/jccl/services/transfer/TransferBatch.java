@@ -118,6 +118,10 @@ public final class TransferBatch implements AutoCloseable {
 
     private String check(LocalSegment local, long localOffset, RemoteSegment remote, long remoteOffset,
                          long length) {
+        if (local.engine != engine || remote.engine != engine) {
+            return (local.engine != engine ? local : remote) + " belongs to another transfer engine (its keys and "
+                + "links are that engine's)";
+        }
         if (length < 1) {
             return "length " + length + " must be at least 1";
         }

@@ -125,6 +125,8 @@ public final class TransferEngine implements AutoCloseable {
     private final Map<String, LocalSegment> locals = new ConcurrentHashMap<>();
     private final Thread agent;
     private int nextSlot;
+    /** Requests posted so far (slices and notifications); guarded by the lock. */
+    private long posted;
     private long nextDeadlineCheckNs;
     private long lastBell = -1;
     private volatile boolean closed;
@@ -450,7 +452,7 @@ public final class TransferEngine implements AutoCloseable {
             if (self == null) {
                 throw new TransferException("segment '" + name + "' was unregistered");
             }
-            return new RemoteSegment(name, owner, length, self.memory().address(), 0, self);
+            return new RemoteSegment(this, name, owner, length, self.memory().address(), 0, self);
         }
         String device = devices[deviceIndex[owner]].name();
         long address = -1;
@@ -468,7 +470,7 @@ public final class TransferEngine implements AutoCloseable {
                 + ", the device that reaches it (registered on " + f[2] + ")");
         }
         connect(owner, start + options.timeoutNs());
-        return new RemoteSegment(name, owner, length, address, rkey, null);
+        return new RemoteSegment(this, name, owner, length, address, rkey, null);
     }
 
     // ================================================================================================ batches
@@ -721,12 +723,15 @@ public final class TransferEngine implements AutoCloseable {
         link.qps[qp].postReceive(inboundReceive);
     }
 
-    /** Posts retries and waiting batches as far as the queue pairs have room. */
+    /**
+     * Posts retries and waiting batches as far as the queue pairs have room; returns how many requests it posted (a
+     * batch waiting for its link is no work: waiters then sleep instead of spinning).
+     */
     private int pump() {
-        int work = 0;
+        long before = posted;
         for (OutLink link : out) {
             if (link != null && link.retryCount > 0) {
-                work += postRetries(link);
+                postRetries(link);
             }
         }
         // Each waiting batch once (a batch that resolves while posting leaves the queue: it may shrink meanwhile).
@@ -739,22 +744,22 @@ public final class TransferEngine implements AutoCloseable {
             if (!postFrom(b)) {
                 enqueue(b);
             }
-            work++;
         }
-        return work;
+        return (int) (posted - before);
     }
 
-    private int postRetries(OutLink link) {
+    /** Posts (or drops, or fails) the link's retries as far as its queue pairs have room. */
+    private void postRetries(OutLink link) {
         if (link.state == OutLink.FAILED) {
             for (int i = 0; i < link.retryCount; i++) {
                 failSlice(link.retries[i], link.failure);
             }
             link.retryCount = 0;
-            return 1;
+            return;
         }
-        int posted = 0;
-        while (link.state == OutLink.CONNECTED && posted < link.retryCount) {
-            long id = link.retries[posted];
+        int done = 0;
+        while (link.state == OutLink.CONNECTED && done < link.retryCount) {
+            long id = link.retries[done];
             int slot = (int) (id >>> 48);
             int t = (int) ((id >>> 22) & 0x3FFFFF);
             TransferBatch b = batches[slot];
@@ -774,11 +779,10 @@ public final class TransferEngine implements AutoCloseable {
                 b.inFlight--;
             }
             release(b, slot);
-            posted++;
+            done++;
         }
-        System.arraycopy(link.retries, posted, link.retries, 0, link.retryCount - posted);
-        link.retryCount -= posted;
-        return posted;
+        System.arraycopy(link.retries, done, link.retries, 0, link.retryCount - done);
+        link.retryCount -= done;
     }
 
     private void failSlice(long id, String why) {
@@ -862,6 +866,7 @@ public final class TransferEngine implements AutoCloseable {
         }
         link.outstanding[qp]++;
         link.posted[qp]++;
+        posted++;
         b.inFlight += retry ? 0 : 1;
     }
 
@@ -888,6 +893,7 @@ public final class TransferEngine implements AutoCloseable {
             return true;
         }
         b.notifyState = TransferBatch.NOTIFY_POSTED;
+        posted++;
         link.outstanding[0]++;
         b.inFlight += retry ? 0 : 1;
         return true;

@@ -175,4 +175,31 @@ class TransferErrorsTest {
             }
         });
     }
+
+    @Test
+    void shouldFailATransferThatNamesAnotherEnginesSegment() {
+        Engines.run(2, Engines.options("shm0"), TransferSettings.defaults(), (engine, barrier) -> {
+            LocalSegment mine = engine.registerSegment("mine-" + engine.rank(), 4096);
+            barrier.await();
+            // a second job in this process, with an engine of its own: its handles are not this engine's
+            io.jccl.collectives.store.InMemoryStore other = new io.jccl.collectives.store.InMemoryStore();
+            if (engine.rank() == 0) {
+                try (TransferEngine second = TransferEngine.create(other, 0, 1, Engines.options("shm0"),
+                    TransferSettings.defaults())) {
+                    LocalSegment theirs = second.registerSegment("theirs", 4096);
+                    RemoteSegment peer = engine.openSegment("mine-1");
+                    try (TransferBatch b = engine.newBatch(3)) {
+                        int foreignLocal = b.write(theirs, 0, peer, 0, 16);
+                        int foreignRemote = b.write(mine, 0, second.openSegment("theirs"), 0, 16);
+                        int good = b.write(mine, 0, peer, 0, 16);
+                        assertTrue(b.submit().await(Duration.ofSeconds(30).toNanos()), "hung: " + b);
+                        assertEquals(TransferStatus.FAILED, b.status(foreignLocal));
+                        assertTrue(b.error(foreignLocal).contains("another transfer engine"), b.error(foreignLocal));
+                        assertEquals(TransferStatus.FAILED, b.status(foreignRemote));
+                        assertEquals(TransferStatus.SUCCEEDED, b.status(good), b.toString());
+                    }
+                }
+            }
+        });
+    }
 }
