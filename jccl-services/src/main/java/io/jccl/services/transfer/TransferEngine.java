@@ -1332,7 +1332,9 @@ public final class TransferEngine implements AutoCloseable {
         String key = "epr/" + link.peer + "/" + rank + "/" + link.generation;
         if (!store.check(key, options.timeoutNs())) {
             long waitedNs = System.nanoTime() - link.requestedAtNs;
-            if (!peerAlive(link.peer)) {
+            if (store.check("closed/" + link.peer, options.timeoutNs())) {
+                fail(link, "rank " + link.peer + " (" + describePeer(link.peer) + ") closed its transfer engine");
+            } else if (!peerAlive(link.peer)) {
                 fail(link, "rank " + link.peer + " (" + describePeer(link.peer) + ") exited");
             } else if (waitedNs > options.timeoutNs()) {
                 fail(link, "rank " + link.peer + " (" + describePeer(link.peer) + ") did not answer the connection "
@@ -1405,6 +1407,12 @@ public final class TransferEngine implements AutoCloseable {
         }
         for (LocalSegment s : new ArrayList<>(locals.values())) {
             s.close();
+        }
+        try {
+            // Peers that connect (or reconnect) to this engine from now on fail at once instead of at their deadline.
+            store.setString("closed/" + rank, "1", options.timeoutNs());
+        } catch (RuntimeException e) {
+            log.info(rank, Log.Subsys.NET, "could not mark the engine closed in the store: " + e);
         }
         closed = true;
         LockSupport.unpark(agent);

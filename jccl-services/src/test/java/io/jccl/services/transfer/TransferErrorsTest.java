@@ -202,4 +202,38 @@ class TransferErrorsTest {
             }
         });
     }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm0", "tcp0"})
+    void shouldFailTransfersToAPeerThatClosedItsEngineWithoutWaitingForTheDeadline(String transport) {
+        Engines.run(2, Engines.options(transport), TransferSettings.defaults(), (engine, barrier) -> {
+            if (engine.rank() == 1) {
+                engine.registerSegment("closing", 1 << 20);
+                barrier.await(); // rank 0 opened it and wrote once
+                barrier.await();
+                engine.close();
+                barrier.await();
+            } else {
+                LocalSegment src = engine.registerSegment("src", 1 << 20);
+                RemoteSegment closing = engine.openSegment("closing", Duration.ofSeconds(20));
+                try (TransferBatch b = engine.newBatch(1)) {
+                    b.write(src, 0, closing, 0, 1 << 20);
+                    assertTrue(b.submit().await(), b.toString());
+                    barrier.await();
+                    barrier.await();
+                    barrier.await(); // rank 1's engine is closed
+                    // These fail naming the peer, the later ones because it closed its engine, not at the deadline
+                    // (whose message says "no completion within"): the reconnection sees rank 1's closed mark.
+                    for (int i = 0; i < 3; i++) {
+                        b.clear();
+                        b.write(src, 0, closing, 0, 1 << 20);
+                        b.submit().await();
+                        assertEquals(TransferStatus.FAILED, b.status(0));
+                        assertTrue(b.error(0).contains("rank 1"), b.error(0));
+                    }
+                    assertTrue(b.error(0).contains("closed its transfer engine"), b.error(0));
+                }
+            }
+        });
+    }
 }
