@@ -1,6 +1,9 @@
 package io.jccl.services.transfer;
 
 
+import io.jccl.common.idle.BackoffIdleStrategy;
+import io.jccl.common.idle.IdleStrategy;
+
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 
@@ -55,6 +58,8 @@ public final class TransferBatch implements AutoCloseable {
     private volatile boolean done;
     boolean closed;
     private volatile CompletableFuture<TransferBatch> future;
+    /** How a waiter idles when the engine uses several devices (no single blocking poll covers them). */
+    final IdleStrategy idle = new BackoffIdleStrategy();
 
     TransferBatch(TransferEngine engine, int slot, int capacity) {
         this.engine = engine;

@@ -584,13 +584,20 @@ public final class TransferEngine implements AutoCloseable {
     /**
      * Waits up to {@code maxNs} for a completion in the provider's own blocking poll (its spin, then its wake-up
      * source: a futex for shm, the socket for tcp), which wakes a waiter sooner than sleeping between polls; with
-     * several devices in use it polls once instead. Returns at once when {@code batch} is done: the agent may have
+     * several devices in use it polls them once and idles with the batch's strategy. Returns at once when {@code batch} is done: the agent may have
      * taken its last completion meanwhile (it dispatches under the lock, so the check under the lock is exact), and
      * waiting for another would cost the waiter the whole {@code maxNs}.
      */
     int awaitCompletions(TransferBatch batch, long maxNs) {
         if (devices.length != 1) {
-            return progress();
+            // Several devices: no one blocking poll covers them all; poll them, then the batch's idle strategy.
+            int n = progress();
+            if (n > 0) {
+                batch.idle.reset();
+            } else if (!batch.isDone()) {
+                batch.idle.idleAtMost(maxNs);
+            }
+            return n;
         }
         lock.lock();
         try {

@@ -30,6 +30,12 @@ final class Engines {
     }
 
     static void run(int n, CommunicatorOptions options, TransferSettings settings, Body body) {
+        run(n, rank -> options, settings, body);
+    }
+
+    /** As above, with options per rank (host identities, to fake several hosts). */
+    static void run(int n, java.util.function.IntFunction<CommunicatorOptions> optionsOf, TransferSettings settings,
+                    Body body) {
         Store store = new InMemoryStore();
         CyclicBarrier barrier = new CyclicBarrier(n);
         List<CompletableFuture<Void>> futures = new ArrayList<>();
@@ -37,7 +43,7 @@ final class Engines {
             int rank = r;
             CompletableFuture<Void> f = new CompletableFuture<>();
             Thread.ofPlatform().name("rank-" + r).daemon().start(() -> {
-                try (TransferEngine e = TransferEngine.create(store, rank, n, options, settings)) {
+                try (TransferEngine e = TransferEngine.create(store, rank, n, optionsOf.apply(rank), settings)) {
                     body.run(e, barrier);
                     barrier.await(30, TimeUnit.SECONDS); // nobody closes while a peer still transfers
                     f.complete(null);

@@ -184,4 +184,31 @@ class TransferEngineTest {
                 assertEquals(Engines.crc(b.memory(), 3, (5 << 20) + 3), Engines.crc(a.memory(), 1, (5 << 20) + 3));
             });
     }
+
+    @org.junit.jupiter.api.Test
+    void shouldReachPeersOnTwoDevicesInOneBatch() {
+        // ranks 0 and 1 share a host (shm0), rank 2 is elsewhere (tcp0): rank 0 uses both devices at once
+        Engines.run(3, rank -> Engines.options("shm0,tcp0").withHostId(rank < 2 ? "host-a" : "host-b"),
+            TransferSettings.defaults(), (engine, barrier) -> {
+                LocalSegment mine = engine.registerSegment("two-" + engine.rank(), 2 << 20);
+                Engines.fill(mine.memory(), 0, 2 << 20, engine.rank() + 100);
+                barrier.await();
+                if (engine.rank() == 0) {
+                    assertEquals("shm0", engine.deviceFor(1));
+                    assertEquals("tcp0", engine.deviceFor(2));
+                    try (TransferBatch b = engine.newBatch(2)) {
+                        b.read(mine, 0, engine.openSegment("two-1"), 0, 1 << 20);
+                        b.read(mine, 1 << 20, engine.openSegment("two-2"), 0, 1 << 20);
+                        assertTrue(b.submit().await(), b.toString());
+                    }
+                    java.lang.foreign.MemorySegment expected = java.lang.foreign.Arena.ofAuto().allocate(1 << 20);
+                    for (int j = 1; j <= 2; j++) {
+                        Engines.fill(expected, 0, 1 << 20, j + 100);
+                        assertEquals(Engines.crc(expected, 0, 1 << 20),
+                            Engines.crc(mine.memory(), (long) (j - 1) << 20, 1 << 20), "from rank " + j);
+                    }
+                }
+                barrier.await();
+            });
+    }
 }
