@@ -711,7 +711,7 @@ public final class TransferEngine implements AutoCloseable {
         int qp = (int) ((id >>> 16) & 0xFF);
         int slot = (int) (id & 0xFFFF);
         InLink link = in[peer];
-        if (link == null || link.qps[qp].queuePairNumber() != wc.queuePairNumber()) {
+        if (link == null || qp >= link.qps.length || link.qps[qp].queuePairNumber() != wc.queuePairNumber()) {
             return; // a receive of replaced queue pairs
         }
         if (wc.status() != WorkCompletionStatus.SUCCESS) {
