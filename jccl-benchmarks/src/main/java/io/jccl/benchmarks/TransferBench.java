@@ -64,7 +64,8 @@ public final class TransferBench {
         double rawMedium = best[4];
         double rawLarge = best[5];
         System.out.printf("transfer engine vs raw verbs on %s (%d QPs per peer, slices of %d B; best of %d rounds of "
-            + "%.1f s per row)%n", device, qps, settings.sliceBytesFor(Verbs.device(device).linkLayer()), rounds, seconds);
+            + "%.1f s per row)%n", device, qps, settings.sliceBytesFor(Verbs.device(device).linkLayer()), rounds,
+            seconds);
         System.out.printf("%-34s %12s %12s %8s%n", "measure", "engine", "raw verbs", "ratio");
         System.out.printf("%-34s %9.2f us %9.2f us %+7.2f us added%n", "1 x 4 KiB WRITE per batch", engine[0],
             rawOverheadUs, engine[0] - rawOverheadUs);
@@ -84,8 +85,8 @@ public final class TransferBench {
     }
 
     /**
-     * Best of {@code rounds}: engine µs per 1 × 4 KiB batch, GB/s of 64 × 64 KiB batches, GB/s of 1 × 64 MiB batches,
-     * then the same three for raw verbs.
+     * Best of {@code rounds}: engine µs per 1 × 4 KiB batch, GB/s of 64 × 64 KiB batches, GB/s of 1 × 64 MiB
+     * batches, then the same three for raw verbs.
      */
     private static double[] engine(String device, TransferSettings settings, long durationNs, int rounds)
         throws Exception {

@@ -117,7 +117,8 @@ public final class TransferEngineExample {
             double seconds = (System.nanoTime() - start) / 1e9;
             engine.openSegment("decode/scratch", Duration.ofSeconds(60));
             String report = String.format("prefill (rank 0): %d blocks of %d KiB to rank 1 over %s, %d queue pairs: "
-                    + "%s in %.2f ms (%.2f GB/s, one cold batch: bench/transfer measures bandwidth)", blocks, blockBytes / 1024, engine.deviceFor(1),
+                    + "%s in %.2f ms (%.2f GB/s, one cold batch: bench/transfer measures bandwidth)", blocks,
+                blockBytes / 1024, engine.deviceFor(1),
                 engine.settings().queuePairsPerPeer(), ok ? "all landed" : "FAILED " + b, seconds * 1e3,
                 total / seconds / 1e9);
             // Stay registered until the consumer has read its block back.

@@ -76,12 +76,18 @@ public final class TransferBatch implements AutoCloseable {
         slicesLeft = new int[capacity];
     }
 
-    /** Adds a WRITE of {@code length} bytes from {@code local} at {@code localOffset} to {@code remote} at {@code remoteOffset}; returns its index. */
+    /**
+     * Adds a WRITE of {@code length} bytes from {@code local} at {@code localOffset} to {@code remote} at
+     * {@code remoteOffset}; returns its index.
+     */
     public int write(LocalSegment local, long localOffset, RemoteSegment remote, long remoteOffset, long length) {
         return add(TransferOpcode.WRITE, local, localOffset, remote, remoteOffset, length);
     }
 
-    /** Adds a READ of {@code length} bytes from {@code remote} at {@code remoteOffset} into {@code local} at {@code localOffset}; returns its index. */
+    /**
+     * Adds a READ of {@code length} bytes from {@code remote} at {@code remoteOffset} into {@code local} at
+     * {@code localOffset}; returns its index.
+     */
     public int read(LocalSegment local, long localOffset, RemoteSegment remote, long remoteOffset, long length) {
         return add(TransferOpcode.READ, local, localOffset, remote, remoteOffset, length);
     }

@@ -584,9 +584,10 @@ public final class TransferEngine implements AutoCloseable {
     /**
      * Waits up to {@code maxNs} for a completion in the provider's own blocking poll (its spin, then its wake-up
      * source: a futex for shm, the socket for tcp), which wakes a waiter sooner than sleeping between polls; with
-     * several devices in use it polls them once and idles with the batch's strategy. Returns at once when {@code batch} is done: the agent may have
-     * taken its last completion meanwhile (it dispatches under the lock, so the check under the lock is exact), and
-     * waiting for another would cost the waiter the whole {@code maxNs}.
+     * several devices in use it polls them once and idles with the batch's strategy. Returns at once when
+     * {@code batch} is done: the agent may have taken its last completion meanwhile (it dispatches under the lock,
+     * so the check under the lock is exact), and waiting for another would cost the waiter the whole
+     * {@code maxNs}.
      */
     int awaitCompletions(TransferBatch batch, long maxNs) {
         if (devices.length != 1) {
