@@ -236,4 +236,38 @@ class TransferErrorsTest {
             }
         });
     }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm0", "tcp0"})
+    void shouldFailOnlyTheTransferWithAWrongKey(String transport) {
+        Engines.run(2, Engines.options(transport), TransferSettings.defaults(), (engine, barrier) -> {
+            if (engine.rank() == 1) {
+                engine.registerSegment("keyed", 1 << 20);
+                barrier.await();
+            } else {
+                LocalSegment src = engine.registerSegment("src", 1 << 20);
+                LocalSegment back = engine.registerSegment("back", 1 << 20);
+                Engines.fill(src.memory(), 0, 1 << 20, 3);
+                RemoteSegment keyed = engine.openSegment("keyed", Duration.ofSeconds(20));
+                // the same segment's address under a key its owner never issued (a forged or stale record)
+                RemoteSegment forged = new RemoteSegment(engine, "keyed", 1, keyed.length(), keyed.address,
+                    keyed.rkey ^ 0x5a5a5a5a, null);
+                try (TransferBatch b = engine.newBatch(4)) {
+                    int before = b.write(src, 0, keyed, 0, 256 << 10);
+                    int wrong = b.write(src, 0, forged, 0, 4096);
+                    int after = b.write(src, 256 << 10, keyed, 256 << 10, 768 << 10);
+                    b.submit().await();
+                    assertEquals(TransferStatus.SUCCEEDED, b.status(before), b.toString());
+                    assertEquals(TransferStatus.FAILED, b.status(wrong), b.toString());
+                    assertTrue(b.error(wrong).contains("REM_ACCESS_ERR"), b.error(wrong));
+                    assertEquals(TransferStatus.SUCCEEDED, b.status(after), b.toString());
+                    b.clear();
+                    b.read(back, 0, keyed, 0, 1 << 20);
+                    assertTrue(b.submit().await(), b.toString());
+                }
+                assertEquals(Engines.crc(src.memory(), 0, 1 << 20), Engines.crc(back.memory(), 0, 1 << 20));
+                barrier.await();
+            }
+        });
+    }
 }
