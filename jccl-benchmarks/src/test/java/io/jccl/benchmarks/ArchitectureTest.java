@@ -15,7 +15,7 @@ class ArchitectureTest {
     private static final Rule RULE = ArchitectureRules
         .rule("the benchmarks may use every layer and the tools, but not the test kit")
         .allow("io.jccl.common..", "io.jccl.verbs..", "io.jccl.transport..", "io.jccl.collectives..",
-            "io.jccl.examples..", "io.jccl.tools..", "io.jccl.benchmarks..");
+            "io.jccl.services..", "io.jccl.examples..", "io.jccl.tools..", "io.jccl.benchmarks..");
 
     /** Packages with public types and no package-info.java: none (an entry here would excuse one). */
     private static final Set<String> PACKAGES_WITHOUT_PACKAGE_INFO = Set.of();

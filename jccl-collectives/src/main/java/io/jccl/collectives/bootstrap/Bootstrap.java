@@ -199,8 +199,14 @@ public final class Bootstrap {
         }
     }
 
-    /** Publishes this rank's join record and reads and checks everyone's (this rank's too). */
-    private static JoinRecord[] exchangeJoinRecords(Store store, int rank, int size, CommunicatorOptions options,
+    /**
+     * Publishes this rank's join record under {@code hello/RANK} and reads and checks everyone's (this rank's too):
+     * job id, size, settings hash and, with {@code JCCL_AUTH_SECRET}, the proof. Public (internal package) so that
+     * other services joining a job through its store check their peers the same way.
+     *
+     * @throws CollectiveException.Refused when the rank is taken, or a record fails a check
+     */
+    public static JoinRecord[] exchangeJoinRecords(Store store, int rank, int size, CommunicatorOptions options,
                                                     String hostId, String settingsHash, String devices,
                                                     long deadlineNs) {
         byte[] mine = JoinRecord.encode(options.jobId(), rank, size, hostId, ProcessIds.self(),
@@ -247,42 +253,17 @@ public final class Bootstrap {
     private static Peer[] choosePeers(Store store, int rank, int size, CommunicatorOptions options, String hostId,
                                       JoinRecord[] records, DeviceChoice devices, int cqCapacity, long deadlineNs) {
         Log log = Log.get();
-        boolean[] sameHost = new boolean[size];
-        String[] choice = new String[size];
-        StringBuilder[] why = new StringBuilder[size];
-        List<List<String>> theirDevices = new ArrayList<>();
-        boolean needNetwork = false;
+        String[] hostIds = new String[size];
+        String[] devicesOf = new String[size];
         for (int j = 0; j < size; j++) {
-            theirDevices.add(j == rank ? List.of() : new ArrayList<>(Arrays.asList(records[j].devices().split(","))));
-            if (j != rank) {
-                sameHost[j] = records[j].hostId().equals(hostId);
-                why[j] = new StringBuilder();
-                choice[j] = devices.choose(j, sameHost[j], records[j].hostId(), theirDevices.get(j), true, why[j]);
-                needNetwork |= DeviceChoice.NETWORK_NEEDED.equals(choice[j]);
-            }
+            hostIds[j] = records[j].hostId();
+            devicesOf[j] = records[j].devices();
         }
-        if (needNetwork) {
-            // Every rank on this host (one host identity): a network device need not be reachable from elsewhere.
-            boolean oneHost = true;
-            for (JoinRecord r : records) {
-                oneHost &= r.hostId().equals(hostId);
-            }
-            devices.open(false, cqCapacity, oneHost ? Reach.HOST : Reach.NETWORK);
-            List<String> network = devices.openedNetworkDevices();
-            store.setString("devices/" + rank, network.isEmpty() ? "-" : String.join(",", network),
-                remaining(deadlineNs));
-            for (int j = 0; j < size; j++) {
-                if (j != rank && DeviceChoice.NETWORK_NEEDED.equals(choice[j])) {
-                    String theirs = store.getString("devices/" + j, remaining(deadlineNs));
-                    if (!theirs.equals("-")) {
-                        theirDevices.get(j).addAll(Arrays.asList(theirs.split(",")));
-                    }
-                    why[j] = new StringBuilder();
-                    choice[j] = devices.choose(j, sameHost[j], records[j].hostId(), theirDevices.get(j), false,
-                        why[j]);
-                }
-            }
-        }
+        DeviceChoice.Choices choices = devices.choosePeers(store, rank, hostId, hostIds, devicesOf, cqCapacity,
+            deadlineNs);
+        boolean[] sameHost = choices.sameHost();
+        String[] choice = choices.devices();
+        StringBuilder[] why = choices.reasons();
         Peer[] peers = new Peer[size];
         for (int j = 0; j < size; j++) {
             if (j == rank) {
