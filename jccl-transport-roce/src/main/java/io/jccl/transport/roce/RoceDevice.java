@@ -4,17 +4,14 @@ import io.jccl.verbs.Context;
 import io.jccl.verbs.Device;
 import io.jccl.verbs.LinkLayer;
 import io.jccl.verbs.Reach;
-import io.jccl.verbs.VerbsException;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
 
 /**
- * The {@code roce0} device: a RoCEv2 endpoint on UDP ({@link RoceSettings#port()}, 4791 by default). Its wire format
- * is complete ({@link io.jccl.transport.roce.wire}); its data path (contexts, queue pairs, the progress engine) is
- * not written yet, so {@link #open()} validates the settings and then refuses with {@link
- * VerbsException.Reason#UNSUPPORTED} and a message that says so, rather than handing out a context that would
- * drop work requests.
+ * The {@code roce0} device: a RoCEv2 endpoint on UDP. Opening it binds one datagram socket
+ * ({@code JCCL_ROCE_ADDRESS}:{@code JCCL_ROCE_PORT}) and starts its receive thread. The data path is minimal so far
+ * (RC SEND/RECV and RDMA WRITE, in order, no loss recovery): see {@code docs/transport-roce.md}.
  */
 public final class RoceDevice implements Device {
     /** The device name. */
@@ -60,17 +57,18 @@ public final class RoceDevice implements Device {
     }
 
     /**
-     * Reads and validates the settings ({@code JCCL_ROCE_PORT}, {@code JCCL_ROCE_MTU}), then refuses: the data path
-     * does not exist yet.
+     * Opens a context with the settings of the environment ({@link RoceSettings#fromConfig()}).
      *
      * @throws IllegalArgumentException for a malformed setting
-     * @throws VerbsException with reason {@link VerbsException.Reason#UNSUPPORTED}
+     * @throws io.jccl.verbs.VerbsException when the socket cannot be bound
      */
     @Override
     public Context open() {
-        RoceSettings settings = RoceSettings.fromConfig();
-        throw new VerbsException(VerbsException.Reason.UNSUPPORTED, NAME + " (UDP port " + settings.port()
-            + ", path MTU " + settings.pathMtuBytes() + "): the RoCEv2 wire format is implemented but the data path"
-            + " (queue pairs over UDP) is not yet; use tcp0 or shm0 (see docs/transport-roce.md)");
+        return open(RoceSettings.fromConfig());
+    }
+
+    /** Opens a context with {@code settings}. */
+    public Context open(RoceSettings settings) {
+        return new RoceContext(this, settings);
     }
 }

@@ -1,5 +1,6 @@
 package io.jccl.transport.roce;
 
+import io.jccl.verbs.Context;
 import io.jccl.verbs.Device;
 import io.jccl.verbs.LinkLayer;
 import io.jccl.verbs.Verbs;
@@ -16,14 +17,15 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * roce0 is found through ServiceLoader and by name, is never a default device, and opening it (data path not yet
- * written) or giving it bad settings fails at once with a message that says why.
+ * roce0 is found through ServiceLoader and by name, is never a default device, opens on the port it is given, and a
+ * taken port or a bad setting fails at once with a message that names the variable.
  */
 class RoceProviderTest {
     @AfterEach
     void clearProperties() {
         System.clearProperty("jccl.roce.port");
         System.clearProperty("jccl.roce.mtu");
+        System.clearProperty("jccl.roce.address");
     }
 
     @Test
@@ -44,11 +46,16 @@ class RoceProviderTest {
     }
 
     @Test
-    void shouldRefuseToOpenUntilTheDataPathExists() {
-        VerbsException e = assertThrows(VerbsException.class, () -> RoceProvider.device().open());
-        assertEquals(VerbsException.Reason.UNSUPPORTED, e.reason());
-        assertTrue(e.getMessage().contains("data path"), e.getMessage());
-        assertTrue(e.getMessage().contains("4791"), e.getMessage());
+    void shouldOpenOnAFreePortAndSayWhatToDoWhenThePortIsTaken() {
+        try (Context first = RoceProvider.device().open(new RoceSettings("127.0.0.1", 0, 1024))) {
+            String address = first.query().ports().getFirst().gid();
+            int port = Integer.parseInt(address.substring(address.indexOf(':') + 1));
+            assertTrue(port > 0, address);
+            VerbsException e = assertThrows(VerbsException.class,
+                () -> RoceProvider.device().open(new RoceSettings("127.0.0.1", port, 1024)));
+            assertEquals(VerbsException.Reason.SYSTEM, e.reason());
+            assertTrue(e.getMessage().contains("JCCL_ROCE_PORT"), e.getMessage());
+        }
     }
 
     @Test
@@ -72,5 +79,12 @@ class RoceProviderTest {
         IllegalArgumentException mtu = assertThrows(IllegalArgumentException.class, RoceSettings::fromConfig);
         assertTrue(mtu.getMessage().contains("JCCL_ROCE_MTU"), mtu.getMessage());
         assertThrows(IllegalArgumentException.class, () -> RoceProvider.device().open());
+        System.clearProperty("jccl.roce.mtu");
+        for (String address : new String[] {"localhost", "0.0.0.0", "::1", "10.0.0.256"}) {
+            System.setProperty("jccl.roce.address", address);
+            IllegalArgumentException a = assertThrows(IllegalArgumentException.class, RoceSettings::fromConfig,
+                address);
+            assertTrue(a.getMessage().contains("JCCL_ROCE_ADDRESS"), a.getMessage());
+        }
     }
 }

@@ -77,6 +77,18 @@ public final class MessageSegmenter {
         return lengthBytes == 0 ? 1 : (int) ((lengthBytes + mtuBytes - 1) / mtuBytes);
     }
 
+    /**
+     * The opcode of one packet of a message of {@code operation}: the first and/or last packet of the message, or a
+     * middle one (for a sender that resumes a message across calls instead of walking it with {@link #next()}).
+     */
+    public static int opcode(int operation, boolean first, boolean last) {
+        if (operation < SEND || operation > RDMA_READ_RESPONSE) {
+            throw new IllegalArgumentException("operation " + operation + " outside 0..4");
+        }
+        int position = first ? (last ? ONLY : FIRST) : (last ? LAST : MIDDLE);
+        return OPCODES[operation][position];
+    }
+
     /** Starts a message: {@code operation} is one of {@link #SEND} .. {@link #RDMA_READ_RESPONSE}. */
     public MessageSegmenter reset(int operation, long lengthBytes, int mtuBytes) {
         if (operation < SEND || operation > RDMA_READ_RESPONSE) {
