@@ -3,7 +3,8 @@
 # did not write: scapy decodes the BTH and computes the ICRC (scapy.contrib.roce), and the IPv4 header shows what the
 # kernel put on the wire (identification, DF) — the fields the receiver assumes when it verifies the ICRC.
 # Needs root (AF_PACKET) and python3-scapy. Usage: roce-capture-check.py [iface] [seconds] [udp-port ...]
-# Prints "ready" once capturing. With no ports, every UDP datagram whose payload parses as a BTH with TVer 0 and P_Key 0xFFFF is checked.
+# Prints "ready" once capturing. With no ports, every UDP datagram whose payload parses as a BTH with TVer 0 and
+# P_Key 0xFFFF is checked.
 import sys
 from scapy.all import sniff, bind_layers, IP, UDP
 from scapy.contrib.roce import BTH
