@@ -502,10 +502,14 @@ final class RoceQueuePair extends AbstractQueuePair {
         return true;
     }
 
-    /** NAKs the current request and moves the QP to ERR (IB's class C responder errors). */
+    /**
+     * Moves the QP to ERR and NAKs the current request (IB's class C responder errors). ERR first: once the
+     * requester sees the NAK, this QP must already refuse everything.
+     */
     private void fatalNak(int nakCode, String reason) {
-        sendAcknowledge(inBth.psn(), AethFlyweight.TYPE_NAK | nakCode);
+        int psn = inBth.psn();
         enterError(reason);
+        sendAcknowledge(psn, AethFlyweight.TYPE_NAK | nakCode);
     }
 
     @Override

@@ -198,8 +198,13 @@ class RoceQueuePairTest {
         a.qp().postSend(new SendWorkRequest().wrId(1).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
             .local(source, 0, 2000).remote(target.address(), target.rkey() ^ 1));
         assertEquals(WorkCompletionStatus.REM_ACCESS_ERR, poll(a.cq()).status());
+        // The SPI pushes the error completion, then moves the QP to ERR: wait for the state (20 s guard).
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (a.qp().state() != QueuePairState.ERROR && System.nanoTime() < deadline) {
+            Thread.onSpinWait();
+        }
         assertEquals(QueuePairState.ERROR, a.qp().state());
-        assertEquals(QueuePairState.ERROR, b.qp().state(), "responder errors are fatal to the responder QP");
+        assertEquals(QueuePairState.ERROR, b.qp().state(), "the responder entered ERR before it sent the NAK");
         a.qp().postSend(new SendWorkRequest().wrId(2).opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED)
             .local(source, 0, 1));
         assertEquals(WorkCompletionStatus.WR_FLUSH_ERR, poll(a.cq()).status());
