@@ -1,0 +1,233 @@
+package io.jccl.transport.roce;
+
+import io.jccl.common.Log;
+import io.jccl.transport.roce.wire.BthFlyweight;
+import io.jccl.transport.roce.wire.Icrc;
+import io.jccl.transport.roce.wire.RoceOpcode;
+import io.jccl.verbs.AtomicCapability;
+import io.jccl.verbs.Counter;
+import io.jccl.verbs.DeviceAttributes;
+import io.jccl.verbs.LinkLayer;
+import io.jccl.verbs.PathMtu;
+import io.jccl.verbs.PortAttributes;
+import io.jccl.verbs.PortState;
+import io.jccl.verbs.VerbsException;
+import io.jccl.verbs.spi.AbstractContext;
+import io.jccl.verbs.spi.AbstractProtectionDomain;
+import io.jccl.verbs.spi.AbstractQueuePair;
+
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.StandardProtocolFamily;
+import java.net.StandardSocketOptions;
+import java.nio.ByteBuffer;
+import java.nio.channels.ClosedChannelException;
+import java.nio.channels.DatagramChannel;
+import java.util.List;
+
+/**
+ * A roce context: one UDP socket, bound to a specific IPv4 address, and one receive thread that checks each
+ * datagram (known opcode, TVer 0, lengths, default P_Key, ICRC) and hands it to the queue pair its BTH names.
+ * Sends go out on the same socket from the thread that posts (or, for ACKs, the receive thread), with Don't
+ * Fragment set so that Linux writes IPv4 identification 0, the value the receiver assumes for the ICRC.
+ */
+final class RoceContext extends AbstractContext {
+    /** Largest inline payload (rxe's max_inline_data). */
+    static final int MAX_INLINE = 400;
+    /** Largest message: the RETH's DMA length is 32 bits; 2 GiB keeps lengths in an int. */
+    static final long MAX_MESSAGE = (1L << 31) - 1;
+    /** IPv4 flags/fragment field of every packet: Don't Fragment, offset 0. */
+    static final int DONT_FRAGMENT = 0x4000;
+    /** Receive and send socket buffers: a 128-packet window of 4 KiB packets for many QPs. */
+    private static final int SOCKET_BUFFER_BYTES = 4 << 20;
+
+    private final RoceSettings settings;
+    private final DatagramChannel channel;
+    private final int localIpv4;
+    private final int localPort;
+    private final int receiveBufferBytes;
+    private final String addressText;
+    private final DeviceAttributes attributes;
+    private final Thread receiver;
+    private volatile boolean closing;
+
+    // Receive thread only.
+    private final ByteBuffer rx = ByteBuffer.allocateDirect(64 << 10);
+    private final MemorySegment rxSegment = MemorySegment.ofBuffer(rx);
+    private final BthFlyweight rxBth = new BthFlyweight();
+    private final Icrc rxIcrc = new Icrc();
+    private InetSocketAddress lastSender;
+    private int lastSenderIpv4;
+
+    RoceContext(RoceDevice device, RoceSettings settings) {
+        super(device);
+        this.settings = settings;
+        InetAddress address = settings.inetAddress();
+        try {
+            channel = DatagramChannel.open(StandardProtocolFamily.INET);
+            channel.setOption(jdk.net.ExtendedSocketOptions.IP_DONTFRAGMENT, true);
+            channel.setOption(StandardSocketOptions.SO_RCVBUF, SOCKET_BUFFER_BYTES);
+            channel.setOption(StandardSocketOptions.SO_SNDBUF, SOCKET_BUFFER_BYTES);
+            channel.bind(new InetSocketAddress(address, settings.port()));
+        } catch (IOException | RuntimeException e) {
+            counterSet().close();
+            throw new VerbsException(VerbsException.Reason.SYSTEM, "roce0: cannot bind UDP " + settings.address()
+                + ":" + settings.port() + " (" + e + "); set JCCL_ROCE_PORT to a free port, or 0 for any", e);
+        }
+        try {
+            localPort = ((InetSocketAddress) channel.getLocalAddress()).getPort();
+            receiveBufferBytes = channel.getOption(StandardSocketOptions.SO_RCVBUF); // what the kernel granted
+        } catch (IOException e) {
+            closeQuietly();
+            throw new VerbsException(VerbsException.Reason.SYSTEM, "roce0: " + e, e);
+        }
+        localIpv4 = ipv4(address);
+        addressText = settings.address() + ":" + localPort;
+        PathMtu mtu = pathMtu(settings.pathMtuBytes());
+        attributes = new DeviceAttributes(device.name(), RoceProvider.NAME, "InfiniBand (0)", "0.1.0",
+            device.guid(), 0, 0, 0, 1L << 40, 4096, 0x10000, 0x4000, 32, 65536, 1 << 20, 1 << 20, 1 << 16, 128,
+            128, MAX_INLINE, AtomicCapability.ATOMIC_NONE, List.of(new PortAttributes(1, PortState.ACTIVE,
+            PathMtu.MTU_4096, mtu, LinkLayer.ETHERNET.displayName(), MAX_MESSAGE, addressText)));
+        receiver = Thread.ofPlatform().daemon().name("jccl-roce-rx-" + localPort).start(this::receiveLoop);
+    }
+
+    static PathMtu pathMtu(int bytes) {
+        for (PathMtu m : PathMtu.values()) {
+            if (m.bytes() == bytes) {
+                return m;
+            }
+        }
+        throw new IllegalArgumentException("no IB MTU of " + bytes + " bytes");
+    }
+
+    static int ipv4(InetAddress address) {
+        byte[] b = address.getAddress();
+        return ((b[0] & 0xFF) << 24) | ((b[1] & 0xFF) << 16) | ((b[2] & 0xFF) << 8) | (b[3] & 0xFF);
+    }
+
+    @Override
+    public DeviceAttributes query() {
+        return attributes;
+    }
+
+    @Override
+    protected AbstractProtectionDomain newProtectionDomain() {
+        return new RoceProtectionDomain(this);
+    }
+
+    /** "address:port" as peers reach this context (the endpoint record's address). */
+    String addressText() {
+        return addressText;
+    }
+
+    int localIpv4() {
+        return localIpv4;
+    }
+
+    int localPort() {
+        return localPort;
+    }
+
+    /** The receive socket buffer the kernel granted (capped by net.core.rmem_max). */
+    int receiveBufferBytes() {
+        return receiveBufferBytes;
+    }
+
+    /** The port MTU in bytes (a QP uses the smaller of this and its path MTU). */
+    int portMtuBytes() {
+        return settings.pathMtuBytes();
+    }
+
+    /**
+     * Sends {@code packet}'s bytes 0..length (ICRC already in place) to {@code to}. Thread-safe (the channel is).
+     *
+     * @throws IOException when the socket fails
+     */
+    void send(ByteBuffer packet, int length, InetSocketAddress to) throws IOException {
+        packet.limit(length).position(0);
+        try {
+            channel.send(packet, to);
+        } finally {
+            packet.clear(); // flyweights use absolute indexes, which must stay below the limit
+        }
+        counterSet().increment(Counter.PORT_XMIT_PACKETS);
+        counterSet().add(Counter.PORT_XMIT_DATA, length >> 2); // in 4-byte words, as the IB counter
+    }
+
+    private void receiveLoop() {
+        while (!closing) {
+            try {
+                rx.clear();
+                InetSocketAddress from = (InetSocketAddress) channel.receive(rx);
+                if (from != null) {
+                    onDatagram(from, rx.position());
+                }
+            } catch (ClosedChannelException e) {
+                return;
+            } catch (IOException | RuntimeException e) {
+                if (closing) {
+                    return;
+                }
+                counterSet().increment(Counter.PORT_RCV_ERRORS);
+                Log.get().warn(-1, Log.Subsys.NET, "roce0: receive failed: " + e);
+            }
+        }
+    }
+
+    /** Checks one datagram and dispatches it; anything malformed is dropped and counted, never thrown. */
+    private void onDatagram(InetSocketAddress from, int length) {
+        counterSet().increment(Counter.PORT_RCV_PACKETS);
+        counterSet().add(Counter.PORT_RCV_DATA, length >> 2);
+        if (length < BthFlyweight.LENGTH + RoceOpcode.ICRC_LENGTH) {
+            counterSet().increment(Counter.PORT_RCV_ERRORS);
+            return;
+        }
+        BthFlyweight bth = rxBth.wrap(rx, 0);
+        int opcode = bth.opcode();
+        if (!RoceOpcode.isKnown(opcode) || opcode == RoceOpcode.CNP || bth.transportVersion() != 0
+            || length < RoceOpcode.headerLength(opcode) + bth.padCount() + RoceOpcode.ICRC_LENGTH
+            || bth.pKey() != BthFlyweight.DEFAULT_PKEY) {
+            counterSet().increment(Counter.PORT_RCV_ERRORS);
+            return;
+        }
+        if (from != lastSender) { // the JDK reuses the sender object while the sender stays the same
+            lastSender = from;
+            lastSenderIpv4 = ipv4(from.getAddress());
+        }
+        int expected = rxIcrc.computeIpv4(lastSenderIpv4, localIpv4, 0, DONT_FRAGMENT, from.getPort(), localPort,
+            rx, 0, length);
+        if (expected != Icrc.get(rx, 0, length)) {
+            counterSet().increment(Counter.PORT_RCV_ERRORS);
+            return;
+        }
+        AbstractQueuePair qp = queuePairs().get(bth.destQp());
+        if (!(qp instanceof RoceQueuePair roce) || roce.isClosedForInput()) {
+            counterSet().increment(Counter.PORT_RCV_ERRORS);
+            return;
+        }
+        roce.onPacket(rx, rxSegment, length, from);
+    }
+
+    @Override
+    protected void closeProvider() {
+        closing = true;
+        closeQuietly();
+        if (Thread.currentThread() != receiver) {
+            try {
+                receiver.join();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    private void closeQuietly() {
+        try {
+            channel.close();
+        } catch (IOException ignored) {
+            // closing: nothing left to do with the socket
+        }
+    }
+}

@@ -1,0 +1,74 @@
+package io.jccl.transport.roce;
+
+import io.jccl.verbs.Context;
+import io.jccl.verbs.Device;
+import io.jccl.verbs.LinkLayer;
+import io.jccl.verbs.Reach;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+/**
+ * The {@code roce0} device: a RoCEv2 endpoint on UDP. Opening it binds one datagram socket
+ * ({@code JCCL_ROCE_ADDRESS}:{@code JCCL_ROCE_PORT}) and starts its receive thread. The data path is minimal so far
+ * (RC SEND/RECV and RDMA WRITE, in order, no loss recovery): see {@code docs/transport-roce.md}.
+ */
+public final class RoceDevice implements Device {
+    /** The device name. */
+    public static final String NAME = "roce0";
+
+    private final long guid;
+
+    RoceDevice() {
+        long g;
+        try {
+            // Not InetAddress.getLocalHost(): listing devices must never wait for a DNS lookup.
+            g = Files.readString(Path.of("/proc/sys/kernel/hostname")).trim().hashCode();
+        } catch (Exception e) {
+            g = 0x726f6365;
+        }
+        // A stable, host-specific GUID in the locally administered range (no vendor OUI), distinct from tcp0's.
+        guid = 0x0200_0000_0000_0000L | ((g & 0xFFFF_FFFFL) << 16) | 0x7230;
+    }
+
+    @Override
+    public String name() {
+        return NAME;
+    }
+
+    @Override
+    public String providerName() {
+        return RoceProvider.NAME;
+    }
+
+    @Override
+    public long guid() {
+        return guid;
+    }
+
+    @Override
+    public LinkLayer linkLayer() {
+        return LinkLayer.ETHERNET;
+    }
+
+    @Override
+    public Reach reach() {
+        return Reach.NETWORK;
+    }
+
+    /**
+     * Opens a context with the settings of the environment ({@link RoceSettings#fromConfig()}).
+     *
+     * @throws IllegalArgumentException for a malformed setting
+     * @throws io.jccl.verbs.VerbsException when the socket cannot be bound
+     */
+    @Override
+    public Context open() {
+        return open(RoceSettings.fromConfig());
+    }
+
+    /** Opens a context with {@code settings}. */
+    public Context open(RoceSettings settings) {
+        return new RoceContext(this, settings);
+    }
+}
