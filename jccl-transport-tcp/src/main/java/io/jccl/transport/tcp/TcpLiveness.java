@@ -1,5 +1,6 @@
 package io.jccl.transport.tcp;
 
+import io.jccl.common.Log;
 import io.jccl.verbs.Counter;
 import io.jccl.verbs.QueuePairAttributes;
 
@@ -213,6 +214,12 @@ final class TcpLiveness {
                 }
                 if (connection.lastRxNs() == rxSeenNs) {
                     // Nothing at all arrived for the limit, probes included: the peer is gone or frozen.
+                    Log.get().warn(-1, Log.Subsys.NET, "tcp: QP 0x" + Integer.toHexString(qp.queuePairNumber())
+                        + ": nothing received for " + silentNs / 1_000_000 + " ms of running time (limit "
+                        + limit / 1_000_000 + " ms from timeout " + qp.timeout() + ", retry_cnt " + qp.retryCount()
+                        + "; last input " + (nowNs - rxSeenNs) / 1_000_000 + " ms ago, PINGs sent " + pingSent
+                        + " answered " + pingAnswered + ", reading a frame: " + qp.input.midFrame()
+                        + "): the peer is declared dead");
                     qp.counters.increment(Counter.LOCAL_ACK_TIMEOUT_ERR);
                     qp.onLinkLost();
                     return Long.MAX_VALUE;
