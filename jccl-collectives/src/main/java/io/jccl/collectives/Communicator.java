@@ -809,6 +809,27 @@ public final class Communicator implements AutoCloseable {
         failures.abort(reason);
     }
 
+    /**
+     * Revokes the communicator (ULFM's {@code MPIX_Comm_revoke}, NCCL's {@code ncclCommRevoke}), from any thread and
+     * without the other ranks' help: this rank's pending and later operations fail with
+     * {@link CollectiveException.Revoked} naming this rank and {@code reason}; the revocation travels along the links
+     * (a notice on each queue pair, the direct path's status word), and each rank that learns of it revokes its own
+     * communicator and passes it on, so no rank stays blocked in an operation its peers have left. Unlike
+     * {@link #abort()} the communicator stays open: the survivors then {@link #shrink} it. Idempotent; concurrent
+     * revocations from several ranks are harmless. See docs/fault-tolerance.md.
+     */
+    public void revoke(String reason) {
+        if (closed) {
+            return;
+        }
+        failures.revoke(reason == null ? "revoke() called" : reason);
+    }
+
+    /** Whether this rank knows the communicator is revoked (by itself, or by a peer's notice it has read). */
+    public boolean isRevoked() {
+        return failures.isRevoked();
+    }
+
     /** Whether the communicator was aborted or failed. */
     public boolean isFailed() {
         return failures.isFailed();

@@ -25,6 +25,8 @@ final class Failures {
     private volatile boolean aborted;
     private volatile String abortReason;
     private volatile CollectiveException failure;
+    /** Set once the communicator is revoked (here or by a peer's notice); checked off the hot path only. */
+    private volatile CollectiveException.Revoked revoked;
 
     Failures(int rank, String name, Store store, FlightRecorder recorder) {
         this.rank = rank;
@@ -41,6 +43,10 @@ final class Failures {
 
     /** Throws when the communicator was aborted. */
     void checkNotAborted() {
+        CollectiveException.Revoked r = revoked;
+        if (r != null) {
+            throw revokedError(r);
+        }
         if (aborted) {
             throw new CollectiveException.Aborted("communicator '" + name + "' rank " + rank + " was aborted"
                 + (abortReason != null ? ": " + abortReason : ""), failure);
@@ -51,6 +57,10 @@ final class Failures {
     void checkUsable() {
         CollectiveException f = failure;
         if (f != null) {
+            CollectiveException.Revoked r = revoked;
+            if (r != null) {
+                throw revokedError(r);
+            }
             throw new CollectiveException.Aborted("communicator '" + name + "' rank " + rank + " failed "
                 + "earlier and cannot be used (abort it and create a new one): " + f.getMessage(), f);
         }
@@ -60,6 +70,52 @@ final class Failures {
     /** Whether the communicator was aborted or failed. */
     boolean isFailed() {
         return aborted || failure != null;
+    }
+
+    /** Whether it was revoked (here or by a peer). */
+    boolean isRevoked() {
+        return revoked != null;
+    }
+
+    /** The revocation this rank knows of, or null. */
+    CollectiveException.Revoked revocation() {
+        return revoked;
+    }
+
+    /** A fresh error for a call on the revoked communicator (each throw its own stack), naming the revoker. */
+    private CollectiveException.Revoked revokedError(CollectiveException.Revoked r) {
+        return new CollectiveException.Revoked(r.revoker(), r.reason(), "communicator '" + name + "' rank " + rank
+            + " is revoked (by rank " + r.revoker() + ": " + r.reason() + "); shrink it or close it");
+    }
+
+    /**
+     * Revokes: this rank's pending and later operations fail with {@link CollectiveException.Revoked}, and every
+     * peer learns it through the links (a revoke notice, the direct path's status word) and revokes in turn.
+     * Idempotent, from any thread; two ranks revoking at once is harmless (each keeps the first revocation it knew).
+     */
+    void revoke(String reason) {
+        revokeFrom(new CollectiveException.Revoked(rank, reason, "communicator '" + name + "' was revoked by rank "
+            + rank + ": " + reason));
+    }
+
+    /** Records the revocation {@code r} (this rank's or a peer's) unless one is recorded, and passes it on. */
+    private boolean revokeFrom(CollectiveException.Revoked r) {
+        synchronized (this) {
+            if (revoked != null) {
+                return false;
+            }
+            revoked = r;
+            if (failure == null) {
+                failure = r;
+            }
+        }
+        publish("revoked by rank " + r.revoker() + ": " + r.reason());
+        // ULFM's flood: every rank that learns of a revocation tells all its peers (fail-fast for those whose link
+        // to the revoker is slow or gone), naming the revoker, so the notice reaches every live rank
+        breakLinks(r.revoker(), r.reason(), true);
+        Log.get().warn(rank, Log.Subsys.COLL, "communicator '" + name + "' revoked by rank " + r.revoker() + ": "
+            + r.reason());
+        return true;
     }
 
     /** Whether it was aborted. */
@@ -75,7 +131,11 @@ final class Failures {
     /** The failure of the operation with recorder handle {@code handle}: recorded, published, dumped; to throw. */
     CollectiveException failed(RuntimeException e, long handle) {
         RuntimeException cause = e;
-        if (aborted && !(e instanceof CollectiveException.Aborted)) {
+        CollectiveException.Revoked r = revoked;
+        if (r != null && !(e instanceof CollectiveException.Revoked)) {
+            // a revocation broke the links; report it, not the broken links (or abort) it caused
+            cause = revokedError(r);
+        } else if (aborted && !(e instanceof CollectiveException.Aborted)) {
             // a local abort() broke the links; report the abort, not the broken links it caused
             cause = new CollectiveException.Aborted("rank " + rank + " was aborted: " + abortReason, e);
         }
@@ -104,6 +164,17 @@ final class Failures {
             ce = x;
         } else {
             ce = new CollectiveException("rank " + rank + ": " + e, e);
+        }
+        if (ce instanceof CollectiveException.PeerFailure && revoked == null) {
+            // a peer that broke its links because it revoked: this rank is revoked too, not failed
+            CollectiveException.Revoked r = revokedByPeer();
+            if (r != null) {
+                ce = r;
+            }
+        }
+        if (ce instanceof CollectiveException.Revoked r) {
+            revokeFrom(r);
+            return ce;
         }
         if (ce instanceof CollectiveException.PeerFailure pf && failure == null) {
             String remote = remoteError(pf.rank());
@@ -150,10 +221,25 @@ final class Failures {
             // An abort after a failure keeps the failure as the reason peers see.
             publish("aborted: " + reason);
         }
-        breakLinks(rank, "aborted: " + reason);
+        CollectiveException.Revoked r = revoked;
+        if (r != null) {
+            breakLinks(r.revoker(), r.reason(), true); // peers keep reading a revocation, not this abort
+        } else {
+            breakLinks(rank, "aborted: " + reason);
+        }
         if (first) {
             dump(e);
         }
+    }
+
+    private CollectiveException.Revoked revokedByPeer() {
+        MessagePath m = messagePath;
+        CollectiveException.Revoked r = m == null ? null : m.revokedBy();
+        DirectPath d = directPath;
+        if (r == null && d != null) {
+            r = d.revokedBy();
+        }
+        return r;
     }
 
     private void publish(String message) {
@@ -166,13 +252,17 @@ final class Failures {
 
     /** Tells the peers (status word, abort notices) that this rank gives up because of {@code originRank}. */
     private void breakLinks(int originRank, String reason) {
+        breakLinks(originRank, reason, false);
+    }
+
+    private void breakLinks(int originRank, String reason, boolean revoke) {
         DirectPath d = directPath;
         if (d != null) {
-            d.markAborted(originRank, reason);
+            d.markAborted(originRank, reason, revoke);
         }
         MessagePath m = messagePath;
         if (m != null) {
-            m.abortLinks(originRank, reason);
+            m.abortLinks(originRank, reason, revoke);
         }
     }
 
