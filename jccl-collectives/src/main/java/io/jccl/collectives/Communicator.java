@@ -81,7 +81,8 @@ public final class Communicator implements AutoCloseable {
     private final int size;
     private final CommunicatorOptions options;
     private final Store store;
-    private final Store ownedStore;
+    /** The store this communicator closes (fromEnvironment), handed on to the communicator a shrink returns. */
+    private Store ownedStore;
     private final Log log = Log.get();
     private final FlightRecorder recorder;
     private final AlgorithmFilter filter;
@@ -109,6 +110,8 @@ public final class Communicator implements AutoCloseable {
     private long begunOps;
     private long opHandle = -1;
     private int splitSeq;
+    /** Shrinks begun on this communicator: the epoch that names each one's keys and communicator. */
+    private int shrinkSeq;
     private int windowSeq;
     private volatile boolean closed;
     /** Rounds of the warm-up at creation ({@link Warmup}; tests read it). */
@@ -538,6 +541,11 @@ public final class Communicator implements AutoCloseable {
         }
 
         @Override
+        public void checkRevokedByPeers() {
+            failures.checkRevokedByPeers();
+        }
+
+        @Override
         public void deadlineStarted(long nowNs) {
             recorder.timeFrom(opHandle, nowNs);
         }
@@ -785,6 +793,87 @@ public final class Communicator implements AutoCloseable {
         }
         CommunicatorOptions o = options.withName(options.name() + "." + prefix + ".c" + color);
         return create(((PrefixStore) store).inner(), null, newRank, members.size(), o);
+    }
+
+    // ============================================================================================ shrink
+
+    /**
+     * A new communicator of the live ranks (ULFM's {@code MPIX_Comm_shrink}, NCCL's {@code ncclCommShrink}): every
+     * survivor calls it; the ranks left out are those this rank's failure detector knows dead, those named in
+     * {@code failedRanks}, and those that do not join within {@code JCCL_PEER_TIMEOUT} (see {@link Shrink}). The
+     * survivors agree on the members through the store (the first proposal wins), so each gets the same list, and
+     * the members are renumbered in their old order. The new communicator has fresh queue pairs on the same
+     * providers and its own store namespace ({@code NAME.shrinkE}, E counting this communicator's shrinks); it
+     * takes over the store this one owned. This communicator (failed, revoked or healthy) stays as it was: close
+     * it. Works on a failed or revoked communicator; needs the old store's host alive.
+     *
+     * @throws CollectiveException.Refused when the others agreed on a member list without this rank (it came late)
+     * @throws IllegalArgumentException when {@code failedRanks} names this rank or a rank outside 0..size-1
+     */
+    public Communicator shrink(int... failedRanks) {
+        if (closed) {
+            throw new IllegalStateException("communicator '" + options.name() + "' rank " + rank + " is closed");
+        }
+        failures.checkNotAbortedForShrink();
+        java.util.BitSet suspected = new java.util.BitSet(size);
+        for (int r : failedRanks) {
+            if (r < 0 || r >= size || r == rank) {
+                throw new IllegalArgumentException("shrink: failed rank " + r + (r == rank ? " is this rank"
+                    : " outside 0.." + (size - 1)));
+            }
+            suspected.set(r);
+        }
+        long ticket = order.take();
+        order.awaitTurn(ticket); // operations still queued end first (on a failed communicator they fail at once)
+        try {
+            long startNs = System.nanoTime();
+            long deadline = startNs + options.timeoutNs();
+            int epoch = ++shrinkSeq;
+            failures.addKnownFailed(suspected);
+            MessagePath m = messagePath;
+            int[] members = Shrink.members(store, epoch, rank, size, suspected,
+                j -> m != null && m.processGone(j), options.peerTimeoutNs(), deadline);
+            int newRank = java.util.Arrays.binarySearch(members, rank);
+            if (newRank < 0) {
+                throw new CollectiveException.Refused("rank " + rank + " of '" + options.name() + "' was left out "
+                    + "of shrink " + epoch + ": the survivors agreed on ranks " + java.util.Arrays.toString(members)
+                    + " before it joined");
+            }
+            log.info(rank, Log.Subsys.INIT, () -> "shrink " + epoch + " of '" + options.name() + "': members "
+                + java.util.Arrays.toString(members) + " (left out: " + leftOut(members) + "), this rank becomes "
+                + newRank + " of " + members.length);
+            CommunicatorOptions o = options.withName(options.name() + ".shrink" + epoch);
+            Communicator c = create(((PrefixStore) store).inner(), null, newRank, members.length, o);
+            if (ownedStore != null) {
+                // the survivors go on with the new communicator: it closes the store when it closes
+                c.ownedStore = ownedStore;
+                ownedStore = null;
+            }
+            log.info(rank, Log.Subsys.INIT, () -> "shrink " + epoch + " ready after "
+                + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs) + " ms");
+            return c;
+        } finally {
+            order.release();
+        }
+    }
+
+    /**
+     * The ranks this rank knows have failed (ULFM's {@code MPIX_Comm_get_failed}): those its failure detector named
+     * and those peers' abort notices named. Different ranks may know different sets; {@link #shrink} agrees on one.
+     */
+    public int[] knownFailedRanks() {
+        java.util.BitSet s = new java.util.BitSet(size);
+        failures.addKnownFailed(s);
+        return s.stream().toArray();
+    }
+
+    private String leftOut(int[] members) {
+        java.util.BitSet s = new java.util.BitSet(size);
+        s.set(0, size);
+        for (int r : members) {
+            s.clear(r);
+        }
+        return s.toString();
     }
 
     private static long remaining(long deadline) {

@@ -25,6 +25,11 @@ final class Failures {
     private volatile boolean aborted;
     private volatile String abortReason;
     private volatile CollectiveException failure;
+    /** What a revoking rank publishes as its error (see {@link #revokeFrom}), read back by peers. */
+    private static final java.util.regex.Pattern REVOKED_REPORT =
+        java.util.regex.Pattern.compile("revoked by rank (\\d+): (.*)", java.util.regex.Pattern.DOTALL);
+    /** Ranks the failure detector has named dead (every peer failure recorded, not only the first). */
+    private final java.util.BitSet failedRanks = new java.util.BitSet();
     /** Set once the communicator is revoked (here or by a peer's notice); checked off the hot path only. */
     private volatile CollectiveException.Revoked revoked;
 
@@ -53,6 +58,14 @@ final class Failures {
         }
     }
 
+    /** Throws when this rank aborted its communicator (an aborted rank is out; a failed or revoked one may shrink). */
+    void checkNotAbortedForShrink() {
+        if (aborted) {
+            throw new CollectiveException.Aborted("communicator '" + name + "' rank " + rank + " was aborted and "
+                + "cannot shrink" + (abortReason != null ? " (" + abortReason + ")" : ""), null);
+        }
+    }
+
     /** Throws when the communicator failed earlier or was aborted. */
     void checkUsable() {
         CollectiveException f = failure;
@@ -70,6 +83,17 @@ final class Failures {
     /** Whether the communicator was aborted or failed. */
     boolean isFailed() {
         return aborted || failure != null;
+    }
+
+    /** Adds the ranks this rank's failure detector named dead (its peer failures, peers' notices) to {@code into}. */
+    void addKnownFailed(java.util.BitSet into) {
+        synchronized (failedRanks) {
+            into.or(failedRanks);
+        }
+        MessagePath m = messagePath;
+        if (m != null) {
+            m.addKnownFailed(into);
+        }
     }
 
     /** Whether it was revoked (here or by a peer). */
@@ -165,8 +189,9 @@ final class Failures {
         } else {
             ce = new CollectiveException("rank " + rank + ": " + e, e);
         }
-        if (ce instanceof CollectiveException.PeerFailure && revoked == null) {
-            // a peer that broke its links because it revoked: this rank is revoked too, not failed
+        if (!(ce instanceof CollectiveException.Revoked) && revoked == null && !aborted) {
+            // a peer that broke its links (or left the operation: a mismatch, a timeout) because it revoked: this
+            // rank is revoked too, not failed
             CollectiveException.Revoked r = revokedByPeer();
             if (r != null) {
                 ce = r;
@@ -178,9 +203,24 @@ final class Failures {
         }
         if (ce instanceof CollectiveException.PeerFailure pf && failure == null) {
             String remote = remoteError(pf.rank());
+            java.util.regex.Matcher rm = remote == null ? null : REVOKED_REPORT.matcher(remote);
+            if (rm != null && rm.matches() && !aborted) {
+                // the peer broke its links because it revoked, and its notice is not read yet (the failed send
+                // completed first): the reason it published says so
+                CollectiveException.Revoked r = new CollectiveException.Revoked(Integer.parseInt(rm.group(1)),
+                    rm.group(2), "rank " + rank + ": the communicator was revoked by rank " + rm.group(1) + " (as rank "
+                    + pf.rank() + " reported): " + rm.group(2));
+                revokeFrom(r);
+                return r;
+            }
             if (remote != null) {
                 ce = new CollectiveException.PeerFailure(pf.rank(), pf.getMessage() + "; rank " + pf.rank()
                     + " reported: " + remote);
+            }
+        }
+        if (ce instanceof CollectiveException.PeerFailure pf) {
+            synchronized (failedRanks) {
+                failedRanks.set(pf.rank());
             }
         }
         boolean first;
@@ -229,6 +269,18 @@ final class Failures {
         }
         if (first) {
             dump(e);
+        }
+    }
+
+    /**
+     * Throws the revocation any peer announced (its notice, read by the message path's polls, or its status word),
+     * once a wait is slow: the peers a wait depends on may be healthy and not yet told, and the revoker is not one
+     * of them.
+     */
+    void checkRevokedByPeers() {
+        CollectiveException.Revoked r = revokedByPeer();
+        if (r != null) {
+            throw r;
         }
     }
 

@@ -68,6 +68,42 @@ class RevokeTest {
         }
     }
 
+    /**
+     * The ranks a waiter depends on may be healthy and unaware (rank 3 is busy elsewhere): the waiter still learns of
+     * the revocation from the revoker (any peer's notice or status word), not only from the peers it waits for.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("transports")
+    void shouldFailAWaiterWhosePeersAreHealthyButBusy(String what, CommunicatorOptions options) throws Exception {
+        int n = 4;
+        java.util.concurrent.CountDownLatch failed = new java.util.concurrent.CountDownLatch(2);
+        List<Throwable> results = FailureTest.outcomes(n, options, c -> {
+            FailureTest.allReduceOnce(c, 10);
+            switch (c.rank()) {
+                case 1 -> c.revoke("operator said stop");
+                case 3 -> {
+                    // busy until the waiters have failed; then it learns of the revocation at its next call
+                    assertTrue(failed.await(50, TimeUnit.SECONDS), "the waiters did not fail");
+                    CollectiveException.Revoked e = assertThrows(CollectiveException.Revoked.class,
+                        () -> FailureTest.allReduceOnce(c, 100_000));
+                    assertEquals(1, e.revoker(), e.getMessage());
+                }
+                default -> {
+                    try {
+                        CollectiveException.Revoked e = assertThrows(CollectiveException.Revoked.class,
+                            () -> FailureTest.allReduceOnce(c, 100_000));
+                        assertEquals(1, e.revoker(), e.getMessage());
+                    } finally {
+                        failed.countDown();
+                    }
+                }
+            }
+        });
+        for (int r = 0; r < n; r++) {
+            assertNull(results.get(r), what + ": rank " + r + ": " + results.get(r));
+        }
+    }
+
     @ParameterizedTest(name = "{0}")
     @MethodSource("transports")
     void shouldTolerateRevokingTwiceAndFromTwoRanksAtOnce(String what, CommunicatorOptions options)

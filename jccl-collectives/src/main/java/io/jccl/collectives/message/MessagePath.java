@@ -616,6 +616,34 @@ public final class MessagePath implements AutoCloseable {
         p.qp.postSend(notice);
     }
 
+    /**
+     * Adds the ranks known dead from the links to {@code into}: a peer that sent an abort notice (not a revocation)
+     * names the rank its failure started with (itself, when it aborted or failed on its own); a same-host peer whose
+     * process is gone. Reads volatile state only: callable while no operation runs (shrink).
+     */
+    public void addKnownFailed(java.util.BitSet into) {
+        for (Peer p : peers) {
+            if (p == null) {
+                continue;
+            }
+            if (p.abortNotice != null && !p.revokeNotice) {
+                into.set(p.abortOrigin >= 0 ? p.abortOrigin : p.rank);
+            }
+            if (processGone(p.rank)) {
+                into.set(p.rank);
+            }
+        }
+    }
+
+    /** Whether {@code peerRank} runs on this host and its process is gone (a kill -9 seen without any traffic). */
+    public boolean processGone(int peerRank) {
+        Peer p = peerRank >= 0 && peerRank < peers.length ? peers[peerRank] : null;
+        if (p == null || !p.sameHost || p.pid <= 0 || p.pid == ProcessIds.self()) {
+            return false;
+        }
+        return !ProcessHandle.of(p.pid).map(ProcessHandle::isAlive).orElse(false);
+    }
+
     /** The revocation a peer's notice announced, as the error to throw, or null when no peer sent one. */
     public CollectiveException.Revoked revokedBy() {
         for (Peer p : peers) {

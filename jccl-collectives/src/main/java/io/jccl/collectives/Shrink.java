@@ -1,0 +1,120 @@
+package io.jccl.collectives;
+
+import io.jccl.collectives.store.Store;
+import io.jccl.common.Log;
+
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.BitSet;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.IntPredicate;
+
+/**
+ * How the survivors of a communicator agree on who is in the shrunk one ({@link Communicator#shrink}), through the
+ * old communicator's store (whose host must have survived):
+ * <ol>
+ * <li>each survivor writes its join record, {@code shrinkE/join/RANK} (E: the shrink epoch, counted per
+ * communicator, so every survivor's E agrees);</li>
+ * <li>it waits for the join records of the ranks it does not know to be failed (the failure detector's verdicts,
+ * the ranks the caller named, a same-host process found gone while it waits), at most the peer timeout
+ * ({@code JCCL_PEER_TIMEOUT}: a rank silent that long is failed, the failure detector's one policy);</li>
+ * <li>it proposes the ranks whose records it has seen with a compare-and-set on {@code shrinkE/members} against
+ * absence: the first proposal wins, every survivor reads it back (a survivor that finds the decision made stops
+ * waiting and takes it). So every survivor gets the same member list, hence the same failed set, even when their
+ * failure detectors disagreed; a rank that joins after the decision finds itself left out and fails with
+ * {@link CollectiveException.Refused}.</li>
+ * </ol>
+ * The winning list, in old-rank order, renumbers the survivors. Not on any hot path.
+ */
+final class Shrink {
+    /** Between two looks at the store while waiting for join records. */
+    static final long POLL_NS = TimeUnit.MILLISECONDS.toNanos(5);
+
+    private Shrink() {
+    }
+
+    /**
+     * Agrees on the members of shrink {@code epoch} of the {@code size}-rank communicator whose store is
+     * {@code store}: returns them (old ranks, ascending). {@code suspected} (changed in place) holds the ranks not
+     * waited for; {@code gone} says whether a rank is known dead now (re-asked while waiting).
+     */
+    static int[] members(Store store, int epoch, int rank, int size, BitSet suspected, IntPredicate gone,
+                         long waitNs, long deadlineNs) {
+        String prefix = "shrink" + epoch + "/";
+        String decisionKey = prefix + "members";
+        store.setString(prefix + "join/" + rank, suspected.toString(), remaining(deadlineNs));
+        BitSet joined = new BitSet(size);
+        joined.set(rank);
+        long waitUntil = System.nanoTime() + waitNs;
+        while (true) {
+            if (store.check(decisionKey, remaining(deadlineNs))) {
+                return parse(store.getString(decisionKey, remaining(deadlineNs)), size);
+            }
+            boolean waiting = false;
+            for (int j = 0; j < size; j++) {
+                if (joined.get(j) || suspected.get(j)) {
+                    continue;
+                }
+                if (store.check(prefix + "join/" + j, remaining(deadlineNs))) {
+                    joined.set(j);
+                } else if (gone.test(j)) {
+                    suspected.set(j);
+                } else {
+                    waiting = true;
+                }
+            }
+            long now = System.nanoTime();
+            if (!waiting || now - waitUntil > 0) {
+                if (waiting) {
+                    BitSet silent = new BitSet(size);
+                    silent.set(0, size);
+                    silent.andNot(joined);
+                    silent.andNot(suspected);
+                    Log.get().warn(rank, Log.Subsys.INIT, "shrink " + epoch + ": ranks " + silent + " did not join"
+                        + " within " + TimeUnit.NANOSECONDS.toMillis(waitNs) + " ms (JCCL_PEER_TIMEOUT): left out");
+                }
+                // a suspected rank that joined all the same (a wrong suspicion) is a member
+                for (int j = suspected.nextSetBit(0); j >= 0; j = suspected.nextSetBit(j + 1)) {
+                    if (!joined.get(j) && store.check(prefix + "join/" + j, remaining(deadlineNs))) {
+                        joined.set(j);
+                    }
+                }
+                byte[] proposal = format(joined).getBytes(StandardCharsets.UTF_8);
+                store.compareAndSet(decisionKey, null, proposal, remaining(deadlineNs)); // the first one wins
+                return parse(store.getString(decisionKey, remaining(deadlineNs)), size);
+            }
+            if (now - deadlineNs > 0) {
+                throw new CollectiveException.Timeout("rank " + rank + ": shrink " + epoch + " found no decision"
+                    + " before the deadline (JCCL_TIMEOUT)");
+            }
+            LockSupport.parkNanos(POLL_NS);
+        }
+    }
+
+    static String format(BitSet members) {
+        StringBuilder sb = new StringBuilder();
+        for (int j = members.nextSetBit(0); j >= 0; j = members.nextSetBit(j + 1)) {
+            if (!sb.isEmpty()) {
+                sb.append(',');
+            }
+            sb.append(j);
+        }
+        return sb.toString();
+    }
+
+    static int[] parse(String members, int size) {
+        int[] ranks = Arrays.stream(members.split(",")).mapToInt(Integer::parseInt).sorted().toArray();
+        for (int r : ranks) {
+            if (r < 0 || r >= size) {
+                throw new CollectiveException("shrink decision names rank " + r + " outside 0.." + (size - 1)
+                    + ": '" + members + "'");
+            }
+        }
+        return ranks;
+    }
+
+    private static long remaining(long deadlineNs) {
+        return Math.max(1, deadlineNs - System.nanoTime());
+    }
+}
