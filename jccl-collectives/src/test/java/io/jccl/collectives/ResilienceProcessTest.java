@@ -1,0 +1,59 @@
+package io.jccl.collectives;
+
+import org.junit.jupiter.api.Test;
+
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** Revoke and shrink with ranks as separate JVMs (MultiProcessTest's Job): a revocation, and a kill -9. */
+class ResilienceProcessTest {
+    @Test
+    void everyProcessFailsWithTheRevocation() throws Exception {
+        for (String transport : new String[] {"shm0", "tcp0"}) {
+            try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "revoke", Map.of("JCCL_TRANSPORT", transport),
+                true, "2")) {
+                for (int r = 0; r < 4; r++) {
+                    assertTrue(job.processes.get(r).waitFor(60, TimeUnit.SECONDS), transport + " rank " + r
+                        + " hung:\n" + job.out(r));
+                    assertEquals(0, job.processes.get(r).exitValue(), job.out(r));
+                    assertTrue(job.out(r).contains("REVOKED rank " + r + " by 2"), transport + ":\n" + job.out(r));
+                }
+            }
+        }
+    }
+
+    /** 4 ranks, rank 2 killed with kill -9 (rank 0 hosts the store), the 3 survivors shrink and all-reduce. */
+    @Test
+    void theSurvivorsOfAKillShrinkAndAllReduce() throws Exception {
+        for (String transport : new String[] {"shm0", "tcp0"}) {
+            int victim = 2;
+            try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", transport),
+                true)) {
+                for (int r = 0; r < 4; r++) {
+                    assertTrue(job.waitForLine(r, "RUNNING", 60_000), transport + " rank " + r + ":\n" + job.out(r));
+                }
+                long t0 = System.nanoTime();
+                job.processes.get(victim).destroyForcibly(); // SIGKILL
+                int sum = 1 + 2 + 4; // old ranks 0, 1, 3, plus one each
+                for (int r = 0; r < 4; r++) {
+                    if (r == victim) {
+                        continue;
+                    }
+                    assertTrue(job.processes.get(r).waitFor(60, TimeUnit.SECONDS), transport + " rank " + r
+                        + " hung:\n" + job.out(r));
+                    assertEquals(0, job.processes.get(r).exitValue(), job.out(r));
+                    int newRank = r < victim ? r : r - 1;
+                    assertTrue(job.out(r).contains("SHRUNK rank " + r + " newRank " + newRank + " size 3 sum " + sum),
+                        transport + ":\n" + job.out(r));
+                }
+                long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+                System.out.println("kill -9 of rank " + victim + " of 4 over " + transport + ": survivors shrank, "
+                    + "all-reduced and exited " + ms + " ms after the kill; " + job.output.get(0).stream()
+                    .filter(l -> l.startsWith("SHRUNK")).findFirst().orElse(""));
+            }
+        }
+    }
+}
