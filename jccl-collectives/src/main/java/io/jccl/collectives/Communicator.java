@@ -112,6 +112,8 @@ public final class Communicator implements AutoCloseable {
     private int splitSeq;
     /** Shrinks begun on this communicator: the epoch that names each one's keys and communicator. */
     private int shrinkSeq;
+    /** Agreements begun on this communicator (their keys' epoch). */
+    private int agreeSeq;
     private int windowSeq;
     private volatile boolean closed;
     /** Rounds of the warm-up at creation ({@link Warmup}; tests read it). */
@@ -852,6 +854,57 @@ public final class Communicator implements AutoCloseable {
             log.info(rank, Log.Subsys.INIT, () -> "shrink " + epoch + " ready after "
                 + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs) + " ms");
             return c;
+        } finally {
+            order.release();
+        }
+    }
+
+    /**
+     * What {@link #agree} returns: the bitwise AND of the participating ranks' values, and the ranks left out
+     * (failed, or too late), the same on every rank that returns.
+     *
+     * @param value       the AND of the values of the ranks not in {@code failedRanks}
+     * @param failedRanks the ranks whose values are not in it (ascending)
+     */
+    public record Agreement(int value, int[] failedRanks) {
+    }
+
+    /**
+     * Fault-tolerant agreement (ULFM's {@code MPIX_Comm_agree}): every live rank calls it with a value; each that
+     * returns gets the bitwise AND of the values of the ranks that took part and the same set of ranks that did not
+     * (failed ones: known dead, or not joined within {@code JCCL_PEER_TIMEOUT}), even when ranks fail during the call.
+     * Works on a failed or revoked communicator (it goes through the store, whose host must be alive, not through
+     * the links): survivors use it to decide together, for example whether a step commits. Costs store round trips:
+     * not for every step of a hot loop.
+     *
+     * @throws CollectiveException.Refused when the others decided without this rank (it came too late)
+     */
+    public Agreement agree(int value) {
+        if (closed) {
+            throw new IllegalStateException("communicator '" + options.name() + "' rank " + rank + " is closed");
+        }
+        failures.checkNotAbortedForShrink();
+        long ticket = order.take();
+        order.awaitTurn(ticket);
+        try {
+            long deadline = System.nanoTime() + options.timeoutNs();
+            int epoch = ++agreeSeq;
+            java.util.BitSet suspected = new java.util.BitSet(size);
+            failures.addKnownFailed(suspected);
+            MessagePath m = messagePath;
+            Shrink.Decision d = Shrink.decide(store, "agree" + epoch + "/", rank, size, value, suspected,
+                j -> m != null && m.processGone(j), options.peerTimeoutNs(), deadline);
+            if (java.util.Arrays.binarySearch(d.members(), rank) < 0) {
+                throw new CollectiveException.Refused("rank " + rank + " of '" + options.name() + "' was left out "
+                    + "of agreement " + epoch + ": the others decided with ranks " + java.util.Arrays.toString(
+                    d.members()) + " before it joined");
+            }
+            java.util.BitSet out = new java.util.BitSet(size);
+            out.set(0, size);
+            for (int r : d.members()) {
+                out.clear(r);
+            }
+            return new Agreement(d.value(), out.stream().toArray());
         } finally {
             order.release();
         }

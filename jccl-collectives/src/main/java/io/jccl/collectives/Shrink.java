@@ -34,6 +34,10 @@ final class Shrink {
     private Shrink() {
     }
 
+    /** What the survivors agreed on: the members (old ranks, ascending) and the AND of their values. */
+    record Decision(int[] members, int value) {
+    }
+
     /**
      * Agrees on the members of shrink {@code epoch} of the {@code size}-rank communicator whose store is
      * {@code store}: returns them (old ranks, ascending). {@code suspected} (changed in place) holds the ranks not
@@ -41,9 +45,17 @@ final class Shrink {
      */
     static int[] members(Store store, int epoch, int rank, int size, BitSet suspected, IntPredicate gone,
                          long waitNs, long deadlineNs) {
-        String prefix = "shrink" + epoch + "/";
+        return decide(store, "shrink" + epoch + "/", rank, size, -1, suspected, gone, waitNs, deadlineNs).members();
+    }
+
+    /**
+     * The same protocol under {@code prefix}, with a value per rank: the decision also carries the bitwise AND of
+     * the members' values ({@link Communicator#agree}).
+     */
+    static Decision decide(Store store, String prefix, int rank, int size, int value, BitSet suspected,
+                           IntPredicate gone, long waitNs, long deadlineNs) {
         String decisionKey = prefix + "members";
-        store.setString(prefix + "join/" + rank, suspected.toString(), remaining(deadlineNs));
+        store.setString(prefix + "join/" + rank, Integer.toString(value), remaining(deadlineNs));
         BitSet joined = new BitSet(size);
         joined.set(rank);
         long waitUntil = System.nanoTime() + waitNs;
@@ -71,7 +83,7 @@ final class Shrink {
                     silent.set(0, size);
                     silent.andNot(joined);
                     silent.andNot(suspected);
-                    Log.get().warn(rank, Log.Subsys.INIT, "shrink " + epoch + ": ranks " + silent + " did not join"
+                    Log.get().warn(rank, Log.Subsys.INIT, prefix + ": ranks " + silent + " did not join"
                         + " within " + TimeUnit.NANOSECONDS.toMillis(waitNs) + " ms (JCCL_PEER_TIMEOUT): left out");
                 }
                 // a suspected rank that joined all the same (a wrong suspicion) is a member
@@ -80,12 +92,17 @@ final class Shrink {
                         joined.set(j);
                     }
                 }
-                byte[] proposal = format(joined).getBytes(StandardCharsets.UTF_8);
+                int and = -1;
+                for (int j = joined.nextSetBit(0); j >= 0; j = joined.nextSetBit(j + 1)) {
+                    and &= j == rank ? value : Integer.parseInt(store.getString(prefix + "join/" + j,
+                        remaining(deadlineNs)));
+                }
+                byte[] proposal = (format(joined) + ";" + and).getBytes(StandardCharsets.UTF_8);
                 store.compareAndSet(decisionKey, null, proposal, remaining(deadlineNs)); // the first one wins
                 return parse(store.getString(decisionKey, remaining(deadlineNs)), size);
             }
             if (now - deadlineNs > 0) {
-                throw new CollectiveException.Timeout("rank " + rank + ": shrink " + epoch + " found no decision"
+                throw new CollectiveException.Timeout("rank " + rank + ": " + prefix + " found no decision"
                     + " before the deadline (JCCL_TIMEOUT)");
             }
             LockSupport.parkNanos(POLL_NS);
@@ -103,15 +120,17 @@ final class Shrink {
         return sb.toString();
     }
 
-    static int[] parse(String members, int size) {
-        int[] ranks = Arrays.stream(members.split(",")).mapToInt(Integer::parseInt).sorted().toArray();
+    static Decision parse(String decision, int size) {
+        int semicolon = decision.indexOf(';');
+        int[] ranks = Arrays.stream(decision.substring(0, semicolon).split(",")).mapToInt(Integer::parseInt).sorted()
+            .toArray();
         for (int r : ranks) {
             if (r < 0 || r >= size) {
-                throw new CollectiveException("shrink decision names rank " + r + " outside 0.." + (size - 1)
-                    + ": '" + members + "'");
+                throw new CollectiveException("decision names rank " + r + " outside 0.." + (size - 1) + ": '"
+                    + decision + "'");
             }
         }
-        return ranks;
+        return new Decision(ranks, Integer.parseInt(decision.substring(semicolon + 1)));
     }
 
     private static long remaining(long deadlineNs) {
