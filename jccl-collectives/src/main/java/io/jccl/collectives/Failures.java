@@ -101,11 +101,6 @@ final class Failures {
         return revoked != null;
     }
 
-    /** The revocation this rank knows of, or null. */
-    CollectiveException.Revoked revocation() {
-        return revoked;
-    }
-
     /** A fresh error for a call on the revoked communicator (each throw its own stack), naming the revoker. */
     private CollectiveException.Revoked revokedError(CollectiveException.Revoked r) {
         return new CollectiveException.Revoked(r.revoker(), r.reason(), "communicator '" + name + "' rank " + rank

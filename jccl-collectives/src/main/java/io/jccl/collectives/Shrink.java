@@ -1,6 +1,7 @@
 package io.jccl.collectives;
 
 import io.jccl.collectives.store.Store;
+import io.jccl.collectives.store.StoreException;
 import io.jccl.common.Log;
 
 import java.nio.charset.StandardCharsets;
@@ -54,21 +55,34 @@ final class Shrink {
      */
     static Decision decide(Store store, String prefix, int rank, int size, int value, BitSet suspected,
                            IntPredicate gone, long waitNs, long deadlineNs) {
+        try {
+            return decideThroughStore(store, prefix, rank, size, value, suspected, gone, waitNs, deadlineNs);
+        } catch (StoreException e) {
+            // the store is a peer too: silent for the peer timeout, it is failed (and with it this recovery)
+            throw new CollectiveException("rank " + rank + ": " + prefix + " needs the communicator's store, which"
+                + " did not answer within " + TimeUnit.NANOSECONDS.toMillis(waitNs) + " ms (JCCL_PEER_TIMEOUT); its"
+                + " host may be the rank that died, which shrink and agree cannot survive yet (docs/fault-tolerance.md)"
+                + ": " + e.getMessage(), e);
+        }
+    }
+
+    private static Decision decideThroughStore(Store store, String prefix, int rank, int size, int value,
+                                               BitSet suspected, IntPredicate gone, long waitNs, long deadlineNs) {
         String decisionKey = prefix + "members";
-        store.setString(prefix + "join/" + rank, Integer.toString(value), remaining(deadlineNs));
+        store.setString(prefix + "join/" + rank, Integer.toString(value), callNs(deadlineNs, waitNs));
         BitSet joined = new BitSet(size);
         joined.set(rank);
         long waitUntil = System.nanoTime() + waitNs;
         while (true) {
-            if (store.check(decisionKey, remaining(deadlineNs))) {
-                return parse(store.getString(decisionKey, remaining(deadlineNs)), size);
+            if (store.check(decisionKey, callNs(deadlineNs, waitNs))) {
+                return parse(store.getString(decisionKey, callNs(deadlineNs, waitNs)), size);
             }
             boolean waiting = false;
             for (int j = 0; j < size; j++) {
                 if (joined.get(j) || suspected.get(j)) {
                     continue;
                 }
-                if (store.check(prefix + "join/" + j, remaining(deadlineNs))) {
+                if (store.check(prefix + "join/" + j, callNs(deadlineNs, waitNs))) {
                     joined.set(j);
                 } else if (gone.test(j)) {
                     suspected.set(j);
@@ -88,18 +102,18 @@ final class Shrink {
                 }
                 // a suspected rank that joined all the same (a wrong suspicion) is a member
                 for (int j = suspected.nextSetBit(0); j >= 0; j = suspected.nextSetBit(j + 1)) {
-                    if (!joined.get(j) && store.check(prefix + "join/" + j, remaining(deadlineNs))) {
+                    if (!joined.get(j) && store.check(prefix + "join/" + j, callNs(deadlineNs, waitNs))) {
                         joined.set(j);
                     }
                 }
                 int and = -1;
                 for (int j = joined.nextSetBit(0); j >= 0; j = joined.nextSetBit(j + 1)) {
                     and &= j == rank ? value : Integer.parseInt(store.getString(prefix + "join/" + j,
-                        remaining(deadlineNs)));
+                        callNs(deadlineNs, waitNs)));
                 }
                 byte[] proposal = (format(joined) + ";" + and).getBytes(StandardCharsets.UTF_8);
-                store.compareAndSet(decisionKey, null, proposal, remaining(deadlineNs)); // the first one wins
-                return parse(store.getString(decisionKey, remaining(deadlineNs)), size);
+                store.compareAndSet(decisionKey, null, proposal, callNs(deadlineNs, waitNs)); // the first one wins
+                return parse(store.getString(decisionKey, callNs(deadlineNs, waitNs)), size);
             }
             if (now - deadlineNs > 0) {
                 throw new CollectiveException.Timeout("rank " + rank + ": " + prefix + " found no decision"
@@ -133,7 +147,8 @@ final class Shrink {
         return new Decision(ranks, Integer.parseInt(decision.substring(semicolon + 1)));
     }
 
-    private static long remaining(long deadlineNs) {
-        return Math.max(1, deadlineNs - System.nanoTime());
+    /** A store call's timeout: the rest of the deadline, at most the peer timeout (a store silent that long is gone). */
+    private static long callNs(long deadlineNs, long peerTimeoutNs) {
+        return Math.max(1, Math.min(deadlineNs - System.nanoTime(), peerTimeoutNs));
     }
 }

@@ -60,7 +60,18 @@ final class ResilienceMain {
                     + e.getClass().getSimpleName() + ": " + e.getMessage());
             }
             long t0 = System.nanoTime();
-            try (Communicator s = c.shrink()) {
+            Communicator shrunk;
+            try {
+                shrunk = c.shrink();
+            } catch (CollectiveException e) {
+                System.out.println("SHRINK FAILED rank " + c.rank() + " after " + (System.nanoTime() - t0) / 1_000_000
+                    + " ms: " + e.getMessage());
+                System.out.flush();
+                c.abort();
+                System.exit(4);
+                return;
+            }
+            try (Communicator s = shrunk) {
                 long ms = (System.nanoTime() - t0) / 1_000_000;
                 MemorySegment v = arena.allocate(16 * 4);
                 for (int i = 0; i < 16; i++) {

@@ -56,4 +56,25 @@ class ResilienceProcessTest {
             }
         }
     }
+
+    /**
+     * Rank 0 hosts the store (fromEnvironment) and is killed: shrink cannot survive that yet, and says so within the
+     * peer timeout instead of waiting out JCCL_TIMEOUT (60 s here).
+     */
+    @Test
+    void losingTheStoresHostFailsTheShrinkWithAClearErrorAfterThePeerTimeout() throws Exception {
+        try (MultiProcessTest.Job job = new MultiProcessTest.Job(3, "shrink", Map.of("JCCL_TRANSPORT", "shm0",
+            "JCCL_PEER_TIMEOUT", "3s"), true)) {
+            for (int r = 0; r < 3; r++) {
+                assertTrue(job.waitForLine(r, "RUNNING", 60_000), "rank " + r + ":\n" + job.out(r));
+            }
+            job.processes.get(0).destroyForcibly();
+            for (int r = 1; r < 3; r++) {
+                assertTrue(job.processes.get(r).waitFor(50, TimeUnit.SECONDS), "rank " + r + " hung:\n" + job.out(r));
+                assertEquals(4, job.processes.get(r).exitValue(), job.out(r));
+                assertTrue(job.out(r).contains("SHRINK FAILED rank " + r) && job.out(r).contains("did not answer within"
+                    + " 3000 ms (JCCL_PEER_TIMEOUT)"), job.out(r));
+            }
+        }
+    }
 }
