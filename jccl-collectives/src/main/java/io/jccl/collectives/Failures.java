@@ -32,6 +32,11 @@ final class Failures {
     private final java.util.BitSet failedRanks = new java.util.BitSet();
     /** Set once the communicator is revoked (here or by a peer's notice); checked off the hot path only. */
     private volatile CollectiveException.Revoked revoked;
+    /**
+     * Aborted or revoked, set after either: the one field a wait's idle round reads (it ran one volatile read before
+     * revoke existed, and still does).
+     */
+    private volatile boolean halted;
 
     Failures(int rank, String name, Store store, FlightRecorder recorder) {
         this.rank = rank;
@@ -48,6 +53,9 @@ final class Failures {
 
     /** Throws when the communicator was aborted. */
     void checkNotAborted() {
+        if (!halted) {
+            return;
+        }
         CollectiveException.Revoked r = revoked;
         if (r != null) {
             throw revokedError(r);
@@ -128,6 +136,7 @@ final class Failures {
                 failure = r;
             }
         }
+        halted = true;
         publish("revoked by rank " + r.revoker() + ": " + r.reason());
         // ULFM's flood: every rank that learns of a revocation tells all its peers (fail-fast for those whose link
         // to the revoker is slow or gone), naming the revoker, so the notice reaches every live rank
@@ -252,6 +261,7 @@ final class Failures {
             }
         }
         aborted = true;
+        halted = true;
         if (first) {
             // An abort after a failure keeps the failure as the reason peers see.
             publish("aborted: " + reason);
