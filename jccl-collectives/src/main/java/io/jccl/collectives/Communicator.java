@@ -832,6 +832,7 @@ public final class Communicator implements AutoCloseable {
             long deadline = startNs + options.timeoutNs();
             int epoch = ++shrinkSeq;
             failures.addKnownFailed(suspected);
+            suspected.clear(rank); // peers may name this rank (it was stopped); it is here now, and it joins
             MessagePath m = messagePath;
             int[] members = Shrink.members(store, epoch, rank, size, suspected,
                 j -> m != null && m.processGone(j), options.peerTimeoutNs(), deadline);
@@ -891,6 +892,7 @@ public final class Communicator implements AutoCloseable {
             int epoch = ++agreeSeq;
             java.util.BitSet suspected = new java.util.BitSet(size);
             failures.addKnownFailed(suspected);
+            suspected.clear(rank);
             MessagePath m = messagePath;
             Shrink.Decision d = Shrink.decide(store, "agree" + epoch + "/", rank, size, value, suspected,
                 j -> m != null && m.processGone(j), options.peerTimeoutNs(), deadline);

@@ -12,7 +12,7 @@ final class ResilienceMain {
     static void run(String mode, Communicator c, String[] args) throws Exception {
         switch (mode) {
             case "revoke" -> revoke(c, Integer.parseInt(args[1]));
-            case "shrink" -> shrink(c);
+            case "shrink" -> shrink(c, args.length > 1 && args[1].equals("linger"));
             default -> throw new IllegalArgumentException(mode);
         }
     }
@@ -40,9 +40,10 @@ final class ResilienceMain {
 
     /**
      * All-reduces until a rank dies (the test kills one), then shrinks: an all-reduce of old rank + 1 over the
-     * survivors, printed with the time the shrink took.
+     * survivors, printed with the time the shrink took. With {@code linger} the survivors wait for a byte on stdin
+     * before they close (rank 0 serves the store).
      */
-    private static void shrink(Communicator c) {
+    private static void shrink(Communicator c, boolean linger) throws java.io.IOException {
         try (Arena arena = Arena.ofConfined()) {
             long count = 1 << 16;
             MemorySegment buf = arena.allocate(count * 4);
@@ -81,6 +82,9 @@ final class ResilienceMain {
                 System.out.println("SHRUNK rank " + c.rank() + " newRank " + s.rank() + " size " + s.size() + " sum "
                     + (int) v.getAtIndex(ValueLayout.JAVA_FLOAT, 15) + " in " + ms + " ms");
                 System.out.flush();
+                if (linger) {
+                    System.in.read(); // the store stays up until the test says (a stopped rank wakes meanwhile)
+                }
                 s.barrier(); // nobody closes (rank 0: the store) before all have printed
             }
         }

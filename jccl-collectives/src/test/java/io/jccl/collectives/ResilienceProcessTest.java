@@ -77,4 +77,45 @@ class ResilienceProcessTest {
             }
         }
     }
+
+    /**
+     * Rank 3 is stopped (SIGSTOP) until the survivors have failed it (JCCL_PEER_TIMEOUT=2s), shrunk and all-reduced;
+     * when it wakes (SIGCONT) its old communicator fails and its shrink is refused: it was left out, and the new
+     * communicator never sees it.
+     */
+    @Test
+    void aStoppedRankThatWakesAfterTheShrinkFindsItselfLeftOut() throws Exception {
+        try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", "shm0",
+            "JCCL_PEER_TIMEOUT", "2s"), true, "linger")) {
+            for (int r = 0; r < 4; r++) {
+                assertTrue(job.waitForLine(r, "RUNNING", 60_000), "rank " + r + ":\n" + job.out(r));
+            }
+            signal(job.processes.get(3), "STOP");
+            try {
+                for (int r = 0; r < 3; r++) {
+                    assertTrue(job.waitForLine(r, "SHRUNK rank " + r + " newRank " + r + " size 3 sum 6", 60_000),
+                        "rank " + r + ":\n" + job.out(r));
+                }
+            } finally {
+                signal(job.processes.get(3), "CONT");
+            }
+            assertTrue(job.processes.get(3).waitFor(60, TimeUnit.SECONDS), "rank 3 hung:\n" + job.out(3));
+            assertEquals(4, job.processes.get(3).exitValue(), job.out(3));
+            assertTrue(job.out(3).contains("SHRINK FAILED rank 3") && job.out(3).contains("was left out of shrink 1"),
+                job.out(3));
+            for (int r = 0; r < 3; r++) {
+                job.processes.get(r).getOutputStream().write('\n');
+                job.processes.get(r).getOutputStream().close();
+            }
+            for (int r = 0; r < 3; r++) {
+                assertTrue(job.processes.get(r).waitFor(60, TimeUnit.SECONDS), "rank " + r + " hung:\n" + job.out(r));
+                assertEquals(0, job.processes.get(r).exitValue(), job.out(r));
+            }
+        }
+    }
+
+    private static void signal(Process p, String signal) throws Exception {
+        Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(p.pid())).inheritIO().start();
+        assertTrue(kill.waitFor(10, TimeUnit.SECONDS) && kill.exitValue() == 0, "kill -" + signal);
+    }
 }
