@@ -88,6 +88,33 @@ public class CollectiveException extends RuntimeException {
         }
     }
 
+    /**
+     * The communicator was revoked ({@link Communicator#revoke}, ULFM's {@code MPIX_ERR_REVOKED}): by this rank or by
+     * a peer whose notice reached it. Pending and later operations fail with it; unlike an abort the communicator
+     * stays open for {@link Communicator#shrink}. {@link #revoker()} names the rank that revoked.
+     */
+    public static class Revoked extends CollectiveException {
+        private final int revoker;
+        private final String reason;
+
+        /** With the rank that revoked, its reason, and a message. */
+        public Revoked(int revoker, String reason, String message) {
+            super(message);
+            this.revoker = revoker;
+            this.reason = reason;
+        }
+
+        /** The rank that called {@link Communicator#revoke} first, as far as this rank learned. */
+        public int revoker() {
+            return revoker;
+        }
+
+        /** The reason it gave. */
+        public String reason() {
+            return reason;
+        }
+    }
+
     /** Joining failed: another job, a wrong secret, a duplicate rank, or inconsistent settings. */
     public static class Refused extends CollectiveException {
         /** With a message. */

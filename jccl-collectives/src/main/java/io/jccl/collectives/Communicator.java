@@ -81,7 +81,8 @@ public final class Communicator implements AutoCloseable {
     private final int size;
     private final CommunicatorOptions options;
     private final Store store;
-    private final Store ownedStore;
+    /** The store this communicator closes (fromEnvironment), handed on to the communicator a shrink returns. */
+    private Store ownedStore;
     private final Log log = Log.get();
     private final FlightRecorder recorder;
     private final AlgorithmFilter filter;
@@ -109,6 +110,10 @@ public final class Communicator implements AutoCloseable {
     private long begunOps;
     private long opHandle = -1;
     private int splitSeq;
+    /** Shrinks begun on this communicator: the epoch that names each one's keys and communicator. */
+    private int shrinkSeq;
+    /** Agreements begun on this communicator (their keys' epoch). */
+    private int agreeSeq;
     private int windowSeq;
     private volatile boolean closed;
     /** Rounds of the warm-up at creation ({@link Warmup}; tests read it). */
@@ -538,6 +543,11 @@ public final class Communicator implements AutoCloseable {
         }
 
         @Override
+        public void checkRevokedByPeers() {
+            failures.checkRevokedByPeers();
+        }
+
+        @Override
         public void deadlineStarted(long nowNs) {
             recorder.timeFrom(opHandle, nowNs);
         }
@@ -787,6 +797,140 @@ public final class Communicator implements AutoCloseable {
         return create(((PrefixStore) store).inner(), null, newRank, members.size(), o);
     }
 
+    // ============================================================================================ shrink
+
+    /**
+     * A new communicator of the live ranks (ULFM's {@code MPIX_Comm_shrink}, NCCL's {@code ncclCommShrink}): every
+     * survivor calls it; the ranks left out are those this rank's failure detector knows dead, those named in
+     * {@code failedRanks}, and those that do not join within {@code JCCL_PEER_TIMEOUT} (see {@link Shrink}). The
+     * survivors agree on the members through the store (the first proposal wins), so each gets the same list, and
+     * the members are renumbered in their old order. The new communicator has fresh queue pairs on the same
+     * providers and its own store namespace ({@code NAME.shrinkE}, E counting this communicator's shrinks); it
+     * takes over the store this one owned. This communicator (failed, revoked or healthy) stays as it was: close
+     * it. Works on a failed or revoked communicator; needs the old store's host alive.
+     *
+     * @throws CollectiveException.Refused when the others agreed on a member list without this rank (it came late)
+     * @throws IllegalArgumentException when {@code failedRanks} names this rank or a rank outside 0..size-1
+     */
+    public Communicator shrink(int... failedRanks) {
+        if (closed) {
+            throw new IllegalStateException("communicator '" + options.name() + "' rank " + rank + " is closed");
+        }
+        failures.checkNotAbortedForShrink();
+        java.util.BitSet suspected = new java.util.BitSet(size);
+        for (int r : failedRanks) {
+            if (r < 0 || r >= size || r == rank) {
+                throw new IllegalArgumentException("shrink: failed rank " + r + (r == rank ? " is this rank"
+                    : " outside 0.." + (size - 1)));
+            }
+            suspected.set(r);
+        }
+        long ticket = order.take();
+        order.awaitTurn(ticket); // operations still queued end first (on a failed communicator they fail at once)
+        try {
+            long startNs = System.nanoTime();
+            long deadline = startNs + options.timeoutNs();
+            int epoch = ++shrinkSeq;
+            failures.addKnownFailed(suspected);
+            suspected.clear(rank); // peers may name this rank (it was stopped); it is here now, and it joins
+            MessagePath m = messagePath;
+            int[] members = Shrink.members(store, epoch, rank, size, suspected,
+                j -> m != null && m.processGone(j), options.peerTimeoutNs(), deadline);
+            int newRank = java.util.Arrays.binarySearch(members, rank);
+            if (newRank < 0) {
+                throw new CollectiveException.Refused("rank " + rank + " of '" + options.name() + "' was left out "
+                    + "of shrink " + epoch + ": the survivors agreed on ranks " + java.util.Arrays.toString(members)
+                    + " before it joined");
+            }
+            log.info(rank, Log.Subsys.INIT, () -> "shrink " + epoch + " of '" + options.name() + "': members "
+                + java.util.Arrays.toString(members) + " (left out: " + leftOut(members) + "), this rank becomes "
+                + newRank + " of " + members.length);
+            CommunicatorOptions o = options.withName(options.name() + ".shrink" + epoch);
+            Communicator c = create(((PrefixStore) store).inner(), null, newRank, members.length, o);
+            if (ownedStore != null) {
+                // the survivors go on with the new communicator: it closes the store when it closes
+                c.ownedStore = ownedStore;
+                ownedStore = null;
+            }
+            log.info(rank, Log.Subsys.INIT, () -> "shrink " + epoch + " ready after "
+                + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs) + " ms");
+            return c;
+        } finally {
+            order.release();
+        }
+    }
+
+    /**
+     * What {@link #agree} returns: the bitwise AND of the participating ranks' values, and the ranks left out
+     * (failed, or too late), the same on every rank that returns.
+     *
+     * @param value       the AND of the values of the ranks not in {@code failedRanks}
+     * @param failedRanks the ranks whose values are not in it (ascending)
+     */
+    public record Agreement(int value, int[] failedRanks) {
+    }
+
+    /**
+     * Fault-tolerant agreement (ULFM's {@code MPIX_Comm_agree}): every live rank calls it with a value; each that
+     * returns gets the bitwise AND of the values of the ranks that took part and the same set of ranks that did not
+     * (failed ones: known dead, or not joined within {@code JCCL_PEER_TIMEOUT}), even when ranks fail during the call.
+     * Works on a failed or revoked communicator (it goes through the store, whose host must be alive, not through
+     * the links): survivors use it to decide together, for example whether a step commits. Costs store round trips:
+     * not for every step of a hot loop.
+     *
+     * @throws CollectiveException.Refused when the others decided without this rank (it came too late)
+     */
+    public Agreement agree(int value) {
+        if (closed) {
+            throw new IllegalStateException("communicator '" + options.name() + "' rank " + rank + " is closed");
+        }
+        failures.checkNotAbortedForShrink();
+        long ticket = order.take();
+        order.awaitTurn(ticket);
+        try {
+            long deadline = System.nanoTime() + options.timeoutNs();
+            int epoch = ++agreeSeq;
+            java.util.BitSet suspected = new java.util.BitSet(size);
+            failures.addKnownFailed(suspected);
+            suspected.clear(rank);
+            MessagePath m = messagePath;
+            Shrink.Decision d = Shrink.decide(store, "agree" + epoch + "/", rank, size, value, suspected,
+                j -> m != null && m.processGone(j), options.peerTimeoutNs(), deadline);
+            if (java.util.Arrays.binarySearch(d.members(), rank) < 0) {
+                throw new CollectiveException.Refused("rank " + rank + " of '" + options.name() + "' was left out "
+                    + "of agreement " + epoch + ": the others decided with ranks " + java.util.Arrays.toString(
+                    d.members()) + " before it joined");
+            }
+            java.util.BitSet out = new java.util.BitSet(size);
+            out.set(0, size);
+            for (int r : d.members()) {
+                out.clear(r);
+            }
+            return new Agreement(d.value(), out.stream().toArray());
+        } finally {
+            order.release();
+        }
+    }
+
+    /**
+     * The ranks this rank knows have failed (ULFM's {@code MPIX_Comm_get_failed}): those its failure detector named
+     * and those peers' abort notices named. Different ranks may know different sets; {@link #shrink} agrees on one.
+     */
+    public int[] knownFailedRanks() {
+        java.util.BitSet s = new java.util.BitSet(size);
+        failures.addKnownFailed(s);
+        return s.stream().toArray();
+    }
+
+    private String leftOut(int[] members) {
+        java.util.BitSet s = new java.util.BitSet(size);
+        s.set(0, size);
+        for (int r : members) {
+            s.clear(r);
+        }
+        return s.toString();
+    }
+
     private static long remaining(long deadline) {
         return Math.max(1, deadline - System.nanoTime());
     }
@@ -807,6 +951,27 @@ public final class Communicator implements AutoCloseable {
             return;
         }
         failures.abort(reason);
+    }
+
+    /**
+     * Revokes the communicator (ULFM's {@code MPIX_Comm_revoke}, NCCL's {@code ncclCommRevoke}), from any thread and
+     * without the other ranks' help: this rank's pending and later operations fail with
+     * {@link CollectiveException.Revoked} naming this rank and {@code reason}; the revocation travels along the links
+     * (a notice on each queue pair, the direct path's status word), and each rank that learns of it revokes its own
+     * communicator and passes it on, so no rank stays blocked in an operation its peers have left. Unlike
+     * {@link #abort()} the communicator stays open: the survivors then {@link #shrink} it. Idempotent; concurrent
+     * revocations from several ranks are harmless. See docs/fault-tolerance.md.
+     */
+    public void revoke(String reason) {
+        if (closed) {
+            return;
+        }
+        failures.revoke(reason == null ? "revoke() called" : reason);
+    }
+
+    /** Whether this rank knows the communicator is revoked (by itself, or by a peer's notice it has read). */
+    public boolean isRevoked() {
+        return failures.isRevoked();
     }
 
     /** Whether the communicator was aborted or failed. */

@@ -25,6 +25,18 @@ final class Failures {
     private volatile boolean aborted;
     private volatile String abortReason;
     private volatile CollectiveException failure;
+    /** What a revoking rank publishes as its error (see {@link #revokeFrom}), read back by peers. */
+    private static final java.util.regex.Pattern REVOKED_REPORT =
+        java.util.regex.Pattern.compile("revoked by rank (\\d+): (.*)", java.util.regex.Pattern.DOTALL);
+    /** Ranks the failure detector has named dead (every peer failure recorded, not only the first). */
+    private final java.util.BitSet failedRanks = new java.util.BitSet();
+    /** Set once the communicator is revoked (here or by a peer's notice); checked off the hot path only. */
+    private volatile CollectiveException.Revoked revoked;
+    /**
+     * Aborted or revoked, set after either: the one field a wait's idle round reads (it ran one volatile read before
+     * revoke existed, and still does).
+     */
+    private volatile boolean halted;
 
     Failures(int rank, String name, Store store, FlightRecorder recorder) {
         this.rank = rank;
@@ -41,9 +53,24 @@ final class Failures {
 
     /** Throws when the communicator was aborted. */
     void checkNotAborted() {
+        if (!halted) {
+            return;
+        }
+        CollectiveException.Revoked r = revoked;
+        if (r != null) {
+            throw revokedError(r);
+        }
         if (aborted) {
             throw new CollectiveException.Aborted("communicator '" + name + "' rank " + rank + " was aborted"
                 + (abortReason != null ? ": " + abortReason : ""), failure);
+        }
+    }
+
+    /** Throws when this rank aborted its communicator (an aborted rank is out; a failed or revoked one may shrink). */
+    void checkNotAbortedForShrink() {
+        if (aborted) {
+            throw new CollectiveException.Aborted("communicator '" + name + "' rank " + rank + " was aborted and "
+                + "cannot shrink" + (abortReason != null ? " (" + abortReason + ")" : ""), null);
         }
     }
 
@@ -51,6 +78,10 @@ final class Failures {
     void checkUsable() {
         CollectiveException f = failure;
         if (f != null) {
+            CollectiveException.Revoked r = revoked;
+            if (r != null) {
+                throw revokedError(r);
+            }
             throw new CollectiveException.Aborted("communicator '" + name + "' rank " + rank + " failed "
                 + "earlier and cannot be used (abort it and create a new one): " + f.getMessage(), f);
         }
@@ -60,6 +91,59 @@ final class Failures {
     /** Whether the communicator was aborted or failed. */
     boolean isFailed() {
         return aborted || failure != null;
+    }
+
+    /** Adds the ranks this rank's failure detector named dead (its peer failures, peers' notices) to {@code into}. */
+    void addKnownFailed(java.util.BitSet into) {
+        synchronized (failedRanks) {
+            into.or(failedRanks);
+        }
+        MessagePath m = messagePath;
+        if (m != null) {
+            m.addKnownFailed(into);
+        }
+    }
+
+    /** Whether it was revoked (here or by a peer). */
+    boolean isRevoked() {
+        return revoked != null;
+    }
+
+    /** A fresh error for a call on the revoked communicator (each throw its own stack), naming the revoker. */
+    private CollectiveException.Revoked revokedError(CollectiveException.Revoked r) {
+        return new CollectiveException.Revoked(r.revoker(), r.reason(), "communicator '" + name + "' rank " + rank
+            + " is revoked (by rank " + r.revoker() + ": " + r.reason() + "); shrink it or close it");
+    }
+
+    /**
+     * Revokes: this rank's pending and later operations fail with {@link CollectiveException.Revoked}, and every
+     * peer learns it through the links (a revoke notice, the direct path's status word) and revokes in turn.
+     * Idempotent, from any thread; two ranks revoking at once is harmless (each keeps the first revocation it knew).
+     */
+    void revoke(String reason) {
+        revokeFrom(new CollectiveException.Revoked(rank, reason, "communicator '" + name + "' was revoked by rank "
+            + rank + ": " + reason));
+    }
+
+    /** Records the revocation {@code r} (this rank's or a peer's) unless one is recorded, and passes it on. */
+    private boolean revokeFrom(CollectiveException.Revoked r) {
+        synchronized (this) {
+            if (revoked != null) {
+                return false;
+            }
+            revoked = r;
+            if (failure == null) {
+                failure = r;
+            }
+        }
+        halted = true;
+        publish("revoked by rank " + r.revoker() + ": " + r.reason());
+        // ULFM's flood: every rank that learns of a revocation tells all its peers (fail-fast for those whose link
+        // to the revoker is slow or gone), naming the revoker, so the notice reaches every live rank
+        breakLinks(r.revoker(), r.reason(), true);
+        Log.get().warn(rank, Log.Subsys.COLL, "communicator '" + name + "' revoked by rank " + r.revoker() + ": "
+            + r.reason());
+        return true;
     }
 
     /** Whether it was aborted. */
@@ -75,7 +159,11 @@ final class Failures {
     /** The failure of the operation with recorder handle {@code handle}: recorded, published, dumped; to throw. */
     CollectiveException failed(RuntimeException e, long handle) {
         RuntimeException cause = e;
-        if (aborted && !(e instanceof CollectiveException.Aborted)) {
+        CollectiveException.Revoked r = revoked;
+        if (r != null && !(e instanceof CollectiveException.Revoked)) {
+            // a revocation broke the links; report it, not the broken links (or abort) it caused
+            cause = revokedError(r);
+        } else if (aborted && !(e instanceof CollectiveException.Aborted)) {
             // a local abort() broke the links; report the abort, not the broken links it caused
             cause = new CollectiveException.Aborted("rank " + rank + " was aborted: " + abortReason, e);
         }
@@ -105,11 +193,38 @@ final class Failures {
         } else {
             ce = new CollectiveException("rank " + rank + ": " + e, e);
         }
+        if (!(ce instanceof CollectiveException.Revoked) && revoked == null && !aborted) {
+            // a peer that broke its links (or left the operation: a mismatch, a timeout) because it revoked: this
+            // rank is revoked too, not failed
+            CollectiveException.Revoked r = revokedByPeer();
+            if (r != null) {
+                ce = r;
+            }
+        }
+        if (ce instanceof CollectiveException.Revoked r) {
+            revokeFrom(r);
+            return ce;
+        }
         if (ce instanceof CollectiveException.PeerFailure pf && failure == null) {
             String remote = remoteError(pf.rank());
+            java.util.regex.Matcher rm = remote == null ? null : REVOKED_REPORT.matcher(remote);
+            if (rm != null && rm.matches() && !aborted) {
+                // the peer broke its links because it revoked, and its notice is not read yet (the failed send
+                // completed first): the reason it published says so
+                CollectiveException.Revoked r = new CollectiveException.Revoked(Integer.parseInt(rm.group(1)),
+                    rm.group(2), "rank " + rank + ": the communicator was revoked by rank " + rm.group(1) + " (as rank "
+                    + pf.rank() + " reported): " + rm.group(2));
+                revokeFrom(r);
+                return r;
+            }
             if (remote != null) {
                 ce = new CollectiveException.PeerFailure(pf.rank(), pf.getMessage() + "; rank " + pf.rank()
                     + " reported: " + remote);
+            }
+        }
+        if (ce instanceof CollectiveException.PeerFailure pf) {
+            synchronized (failedRanks) {
+                failedRanks.set(pf.rank());
             }
         }
         boolean first;
@@ -146,14 +261,42 @@ final class Failures {
             }
         }
         aborted = true;
+        halted = true;
         if (first) {
             // An abort after a failure keeps the failure as the reason peers see.
             publish("aborted: " + reason);
         }
-        breakLinks(rank, "aborted: " + reason);
+        CollectiveException.Revoked r = revoked;
+        if (r != null) {
+            breakLinks(r.revoker(), r.reason(), true); // peers keep reading a revocation, not this abort
+        } else {
+            breakLinks(rank, "aborted: " + reason);
+        }
         if (first) {
             dump(e);
         }
+    }
+
+    /**
+     * Throws the revocation any peer announced (its notice, read by the message path's polls, or its status word),
+     * once a wait is slow: the peers a wait depends on may be healthy and not yet told, and the revoker is not one
+     * of them.
+     */
+    void checkRevokedByPeers() {
+        CollectiveException.Revoked r = revokedByPeer();
+        if (r != null) {
+            throw r;
+        }
+    }
+
+    private CollectiveException.Revoked revokedByPeer() {
+        MessagePath m = messagePath;
+        CollectiveException.Revoked r = m == null ? null : m.revokedBy();
+        DirectPath d = directPath;
+        if (r == null && d != null) {
+            r = d.revokedBy();
+        }
+        return r;
     }
 
     private void publish(String message) {
@@ -166,13 +309,17 @@ final class Failures {
 
     /** Tells the peers (status word, abort notices) that this rank gives up because of {@code originRank}. */
     private void breakLinks(int originRank, String reason) {
+        breakLinks(originRank, reason, false);
+    }
+
+    private void breakLinks(int originRank, String reason, boolean revoke) {
         DirectPath d = directPath;
         if (d != null) {
-            d.markAborted(originRank, reason);
+            d.markAborted(originRank, reason, revoke);
         }
         MessagePath m = messagePath;
         if (m != null) {
-            m.abortLinks(originRank, reason);
+            m.abortLinks(originRank, reason, revoke);
         }
     }
 

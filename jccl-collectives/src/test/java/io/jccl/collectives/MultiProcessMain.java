@@ -91,6 +91,7 @@ public final class MultiProcessMain {
                     System.out.println("DONE rank " + c.rank());
                 }
                 case "bench" -> Bench.run(c, args);
+                case "revoke", "shrink" -> ResilienceMain.run(mode, c, args);
                 default -> throw new IllegalArgumentException(mode);
             }
         }

@@ -28,6 +28,13 @@ public final class WaitPolicy {
         /** Throws when the communicator was aborted. */
         void checkNotAborted();
 
+        /**
+         * Throws when any peer, not only those the wait depends on, announced a revocation (with each health
+         * check): a rank waiting for a healthy peer that has not heard of it yet must not wait for that peer.
+         */
+        default void checkRevokedByPeers() {
+        }
+
         /** The current operation, begun untimed, is timed from {@code nowNs} (its first slow wait). */
         void deadlineStarted(long nowNs);
 
@@ -138,6 +145,7 @@ public final class WaitPolicy {
         }
         if (now - nextHealthNs > 0) {
             nextHealthNs = now + HEALTH_INTERVAL_NS;
+            owner.checkRevokedByPeers();
             subject.checkHealth();
         }
     }

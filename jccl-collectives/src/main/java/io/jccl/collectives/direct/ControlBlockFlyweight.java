@@ -12,7 +12,7 @@ import java.lang.invoke.VarHandle;
  *
  * <pre>
  *    0  (reserved)
- *    8  status            long   0 running, 1 aborted or failed (peers' health checks read it)
+ *    8  status            long   0 running, else bit 0 aborted or failed, bit 1 revoked, bits 32-63 origin + 1
  *   64  waiting CPU       int    1 + the CPU the collective thread last gave up in a wait, 0 unknown (own line)
  *  128  heartbeat         long   advanced by the process's heartbeat thread while it runs (own line)
  *  256  input descriptors        two (by barrier epoch parity) of 32 bytes: mode (0 staged, 1 allocation), id, offset
@@ -91,11 +91,16 @@ public final class ControlBlockFlyweight {
      * see it): the reason first, then the status word with release.
      */
     public void markAborted(int originRank, String reason) {
+        markAborted(originRank, reason, false);
+    }
+
+    /** {@link #markAborted(int, String)}, as a revocation by {@code originRank} when {@code revoke}. */
+    public void markAborted(int originRank, String reason, boolean revoke) {
         byte[] text = reason == null ? new byte[0] : reason.getBytes(java.nio.charset.StandardCharsets.UTF_8);
         int length = (int) Math.min(text.length, REASON_BYTES - 4);
         MemorySegment.copy(text, 0, segment, ValueLayout.JAVA_BYTE, REASON + 4, length);
         segment.set(ValueLayout.JAVA_INT, REASON, length);
-        LONG.setRelease(segment, STATUS, 1L | ((long) (originRank + 1) << 32));
+        LONG.setRelease(segment, STATUS, 1L | (revoke ? REVOKED : 0) | ((long) (originRank + 1) << 32));
     }
 
     /** The owner's heartbeat: a count its process advances while it runs ({@link Heartbeat}). */
@@ -106,6 +111,14 @@ public final class ControlBlockFlyweight {
     /** Advances the heartbeat (the owner's heartbeat thread only). */
     void beat() {
         LONG.setOpaque(segment, HEARTBEAT, (long) LONG.get(segment, HEARTBEAT) + 1);
+    }
+
+    /** Status bit: the owner's communicator was revoked (by the origin rank), not aborted. */
+    public static final long REVOKED = 2L;
+
+    /** Whether a status word says revoked. */
+    public static boolean revoked(long status) {
+        return (status & REVOKED) != 0;
     }
 
     /** The rank an aborted owner named as the origin of its failure, or -1 (a status word from before it did). */

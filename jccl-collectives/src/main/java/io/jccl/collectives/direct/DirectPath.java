@@ -288,6 +288,11 @@ public final class DirectPath implements AutoCloseable {
         if (status != 0) {
             int origin = ControlBlockFlyweight.abortOrigin(status);
             String reason = c.abortReason();
+            if (ControlBlockFlyweight.revoked(status)) {
+                throw new CollectiveException.Revoked(origin, reason, "rank " + rank + ": the communicator was revoked"
+                    + " by rank " + origin + (origin != p.rank() ? " (status word of rank " + p.rank() + ")" : "")
+                    + ": " + reason);
+            }
             String message = "rank " + p.rank() + " aborted its communicator: " + reason;
             if (origin >= 0 && origin != p.rank() && origin < size) {
                 messagePath.peerFailed(p, message); // recorded for p; the error names the origin
@@ -326,6 +331,25 @@ public final class DirectPath implements AutoCloseable {
     /** Beats of this process (half a peer timeout) that must be seen while a peer's heartbeat stands still. */
     static final int OWN_BEATS = 4;
 
+    /** The revocation a peer's status word announces, as the error to throw, or null when none does. */
+    public CollectiveException.Revoked revokedBy() {
+        for (int r = 0; r < size; r++) {
+            ControlBlockFlyweight c = peerControl[r];
+            try {
+                long status = c == null ? 0 : c.status();
+                if (ControlBlockFlyweight.revoked(status)) {
+                    int origin = ControlBlockFlyweight.abortOrigin(status);
+                    String reason = c.abortReason();
+                    return new CollectiveException.Revoked(origin, reason, "rank " + rank + ": the communicator was"
+                        + " revoked by rank " + origin + ": " + reason);
+                }
+            } catch (IllegalStateException e) {
+                // its memory went away: not a revocation this rank can read
+            }
+        }
+        return null;
+    }
+
     /** {@link #checkStatus} as a named class: a method reference would be spun into a class at start-up. */
     private final class StatusCheck implements MessagePath.PeerCheck {
         @Override
@@ -339,9 +363,14 @@ public final class DirectPath implements AutoCloseable {
      * and {@code reason}, before the message path breaks the links.
      */
     public void markAborted(int originRank, String reason) {
+        markAborted(originRank, reason, false);
+    }
+
+    /** {@link #markAborted(int, String)}, as a revocation by {@code originRank} when {@code revoke}. */
+    public void markAborted(int originRank, String reason, boolean revoke) {
         try {
             if (control.isValid()) {
-                self.markAborted(originRank, reason);
+                self.markAborted(originRank, reason, revoke);
             }
         } catch (RuntimeException ignored) {
             // already released

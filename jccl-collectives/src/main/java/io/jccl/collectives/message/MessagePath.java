@@ -56,6 +56,8 @@ public final class MessagePath implements AutoCloseable {
      * after the clear-to-send descriptors: length (int) then UTF-8 text.
      */
     static final int IMM_ABORT_NOTICE = 1 << 29;
+    /** With {@link #IMM_ABORT_NOTICE}: the notice is a revocation ({@link #abortLinks} with {@code revoke}). */
+    static final int IMM_REVOKE_NOTICE = 1 << 28;
     static final int ABORT_BYTES = 256;
     /** Descriptor: signature (chunk length -1), then transfer length, destination address (0: send eager), rkey. */
     static final long CTS_LENGTH = Signature.BYTES;
@@ -461,7 +463,7 @@ public final class MessagePath implements AutoCloseable {
             }
             case IMM_WINDOW -> {
                 if ((imm & IMM_ABORT_NOTICE) != 0) {
-                    onAbortNotice(p, imm & 0xFF_FFFF);
+                    onAbortNotice(p, imm & 0xFF_FFFF, (imm & IMM_REVOKE_NOTICE) != 0);
                 } else {
                     int w = imm & 0xFFFF;
                     if (w < windowSignals.length && windowSignals[w] != null) {
@@ -510,12 +512,13 @@ public final class MessagePath implements AutoCloseable {
     }
 
     /** Peer {@code p} wrote its abort notice: it gives up because of rank {@code origin}, for the reason in the box. */
-    private void onAbortNotice(Peer p, int origin) {
+    private void onAbortNotice(Peer p, int origin, boolean revoke) {
         MemorySegment box = p.inbox.segment().asSlice(abortBoxOffset(p), ABORT_BYTES);
         int length = box.get(ValueLayout.JAVA_INT_UNALIGNED, 0);
         String reason = length > 0 && length <= ABORT_BYTES - 4
             ? new String(box.asSlice(4, length).toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8) : "(no reason)";
         p.abortOrigin = origin >= 0 && origin < peers.length ? origin : p.rank;
+        p.revokeNotice = revoke; // before abortNotice: revokedBy() reads abortNotice first
         p.abortNotice = reason;
         if (p.broken == null) {
             p.broken = "rank " + p.rank + " aborted its links";
@@ -527,6 +530,9 @@ public final class MessagePath implements AutoCloseable {
      * the checks added with {@link #addPeerCheck}); throws when it is gone.
      */
     public void checkPeer(Peer p) {
+        if (p.revokeNotice && p.abortNotice != null) {
+            throw revoked(p);
+        }
         if (p.failure != null) {
             throw new CollectiveException.PeerFailure(p.abortNotice == null ? p.rank : p.abortOrigin, p.failure);
         }
@@ -561,6 +567,15 @@ public final class MessagePath implements AutoCloseable {
      * effort, from any thread (abort()).
      */
     public void abortLinks(int originRank, String reason) {
+        abortLinks(originRank, reason, false);
+    }
+
+    /**
+     * {@link #abortLinks(int, String)}, as a revocation when {@code revoke}: the notice says so, and a peer that
+     * reads it fails with {@link CollectiveException.Revoked} naming {@code originRank} (the revoker) instead of a
+     * peer failure, and revokes its own communicator in turn.
+     */
+    public void abortLinks(int originRank, String reason, boolean revoke) {
         byte[] text = reason == null ? new byte[0] : reason.getBytes(StandardCharsets.UTF_8);
         int length = Math.min(text.length, ABORT_BYTES - 4);
         for (Peer p : peers) {
@@ -569,7 +584,7 @@ public final class MessagePath implements AutoCloseable {
             }
             try {
                 if (p.qp.state() == QueuePairState.READY_TO_SEND && p.sendsOutstanding < sendDepth - 1) {
-                    sendAbortNotice(p, originRank, text, length);
+                    sendAbortNotice(p, originRank, text, length, revoke);
                 }
             } catch (RuntimeException ignored) {
                 // best effort: the error state below still tells the peer that this rank is gone
@@ -584,7 +599,7 @@ public final class MessagePath implements AutoCloseable {
         }
     }
 
-    private void sendAbortNotice(Peer p, int originRank, byte[] text, int length) {
+    private void sendAbortNotice(Peer p, int originRank, byte[] text, int length, boolean revoke) {
         MemorySegment h = p.headers.segment();
         long at = (long) slots * Signature.BYTES + CTS_SLOTS * CTS_BYTES;
         h.set(ValueLayout.JAVA_INT_UNALIGNED, at, length);
@@ -595,9 +610,55 @@ public final class MessagePath implements AutoCloseable {
         notice.wrId(((long) p.rank << 32) | WR_NOTICE).opcode(SendOpcode.RDMA_WRITE_WITH_IMM)
             .flags(inline ? SendFlag.SIGNALED | SendFlag.INLINE : SendFlag.SIGNALED)
             .remote(p.remoteInboxAddress + abortBoxOffset(p), p.remoteInboxRkey)
-            .immediateData((IMM_WINDOW << 30) | IMM_ABORT_NOTICE | (originRank & 0xFF_FFFF))
+            .immediateData((IMM_WINDOW << 30) | IMM_ABORT_NOTICE | (revoke ? IMM_REVOKE_NOTICE : 0)
+                | (originRank & 0xFF_FFFF))
             .local(p.headers, at, 4 + length);
         p.qp.postSend(notice);
+    }
+
+    /**
+     * Adds the ranks known dead from the links to {@code into}: a peer that sent an abort notice (not a revocation)
+     * names the rank its failure started with (itself, when it aborted or failed on its own); a same-host peer whose
+     * process is gone. Reads volatile state only: callable while no operation runs (shrink).
+     */
+    public void addKnownFailed(java.util.BitSet into) {
+        for (Peer p : peers) {
+            if (p == null) {
+                continue;
+            }
+            if (p.abortNotice != null && !p.revokeNotice) {
+                into.set(p.abortOrigin >= 0 ? p.abortOrigin : p.rank);
+            }
+            if (processGone(p.rank)) {
+                into.set(p.rank);
+            }
+        }
+    }
+
+    /** Whether {@code peerRank} runs on this host and its process is gone (a kill -9 seen without any traffic). */
+    public boolean processGone(int peerRank) {
+        Peer p = peerRank >= 0 && peerRank < peers.length ? peers[peerRank] : null;
+        if (p == null || !p.sameHost || p.pid <= 0 || p.pid == ProcessIds.self()) {
+            return false;
+        }
+        return !ProcessHandle.of(p.pid).map(ProcessHandle::isAlive).orElse(false);
+    }
+
+    /** The revocation a peer's notice announced, as the error to throw, or null when no peer sent one. */
+    public CollectiveException.Revoked revokedBy() {
+        for (Peer p : peers) {
+            if (p != null && p.abortNotice != null && p.revokeNotice) {
+                return revoked(p);
+            }
+        }
+        return null;
+    }
+
+    private CollectiveException.Revoked revoked(Peer p) {
+        int origin = p.abortOrigin;
+        String reason = p.abortNotice;
+        return new CollectiveException.Revoked(origin, reason, "rank " + rank + ": the communicator was revoked by rank "
+            + origin + (origin != p.rank ? " (notice relayed by rank " + p.rank + ")" : "") + ": " + reason);
     }
 
     /** One line per peer: device, why, direct mapping, the flow-control counters, a failure (for dumps). */

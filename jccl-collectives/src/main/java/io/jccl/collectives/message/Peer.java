@@ -51,6 +51,8 @@ public final class Peer {
     /** The rank this peer's abort notice named as the origin of the failure, and its reason (null: none came). */
     volatile int abortOrigin = -1;
     volatile String abortNotice;
+    /** Whether that notice was a revocation (written before {@link #abortNotice}). */
+    volatile boolean revokeNotice;
     /** Set when the QP reported an error on a receive (peer gone); fatal only if this peer is still needed. */
     volatile String broken;
 

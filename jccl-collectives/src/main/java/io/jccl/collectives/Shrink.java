@@ -1,0 +1,154 @@
+package io.jccl.collectives;
+
+import io.jccl.collectives.store.Store;
+import io.jccl.collectives.store.StoreException;
+import io.jccl.common.Log;
+
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.BitSet;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.IntPredicate;
+
+/**
+ * How the survivors of a communicator agree on who is in the shrunk one ({@link Communicator#shrink}), through the
+ * old communicator's store (whose host must have survived):
+ * <ol>
+ * <li>each survivor writes its join record, {@code shrinkE/join/RANK} (E: the shrink epoch, counted per
+ * communicator, so every survivor's E agrees);</li>
+ * <li>it waits for the join records of the ranks it does not know to be failed (the failure detector's verdicts,
+ * the ranks the caller named, a same-host process found gone while it waits), at most the peer timeout
+ * ({@code JCCL_PEER_TIMEOUT}: a rank silent that long is failed, the failure detector's one policy);</li>
+ * <li>it proposes the ranks whose records it has seen with a compare-and-set on {@code shrinkE/members} against
+ * absence: the first proposal wins, every survivor reads it back (a survivor that finds the decision made stops
+ * waiting and takes it). So every survivor gets the same member list, hence the same failed set, even when their
+ * failure detectors disagreed; a rank that joins after the decision finds itself left out and fails with
+ * {@link CollectiveException.Refused}.</li>
+ * </ol>
+ * The winning list, in old-rank order, renumbers the survivors. Not on any hot path.
+ */
+final class Shrink {
+    /** Between two looks at the store while waiting for join records. */
+    static final long POLL_NS = TimeUnit.MILLISECONDS.toNanos(5);
+
+    private Shrink() {
+    }
+
+    /** What the survivors agreed on: the members (old ranks, ascending) and the AND of their values. */
+    record Decision(int[] members, int value) {
+    }
+
+    /**
+     * Agrees on the members of shrink {@code epoch} of the {@code size}-rank communicator whose store is
+     * {@code store}: returns them (old ranks, ascending). {@code suspected} (changed in place) holds the ranks not
+     * waited for; {@code gone} says whether a rank is known dead now (re-asked while waiting).
+     */
+    static int[] members(Store store, int epoch, int rank, int size, BitSet suspected, IntPredicate gone,
+                         long waitNs, long deadlineNs) {
+        return decide(store, "shrink" + epoch + "/", rank, size, -1, suspected, gone, waitNs, deadlineNs).members();
+    }
+
+    /**
+     * The same protocol under {@code prefix}, with a value per rank: the decision also carries the bitwise AND of
+     * the members' values ({@link Communicator#agree}).
+     */
+    static Decision decide(Store store, String prefix, int rank, int size, int value, BitSet suspected,
+                           IntPredicate gone, long waitNs, long deadlineNs) {
+        try {
+            return decideThroughStore(store, prefix, rank, size, value, suspected, gone, waitNs, deadlineNs);
+        } catch (StoreException e) {
+            // the store is a peer too: silent for the peer timeout, it is failed (and with it this recovery)
+            throw new CollectiveException("rank " + rank + ": " + prefix + " needs the communicator's store, which"
+                + " did not answer within " + TimeUnit.NANOSECONDS.toMillis(waitNs) + " ms (JCCL_PEER_TIMEOUT); its"
+                + " host may be the rank that died, which shrink and agree cannot survive yet (docs/fault-tolerance.md)"
+                + ": " + e.getMessage(), e);
+        }
+    }
+
+    private static Decision decideThroughStore(Store store, String prefix, int rank, int size, int value,
+                                               BitSet suspected, IntPredicate gone, long waitNs, long deadlineNs) {
+        String decisionKey = prefix + "members";
+        store.setString(prefix + "join/" + rank, Integer.toString(value), callNs(deadlineNs, waitNs));
+        BitSet joined = new BitSet(size);
+        joined.set(rank);
+        long waitUntil = System.nanoTime() + waitNs;
+        while (true) {
+            if (store.check(decisionKey, callNs(deadlineNs, waitNs))) {
+                return parse(store.getString(decisionKey, callNs(deadlineNs, waitNs)), size);
+            }
+            boolean waiting = false;
+            for (int j = 0; j < size; j++) {
+                if (joined.get(j) || suspected.get(j)) {
+                    continue;
+                }
+                if (store.check(prefix + "join/" + j, callNs(deadlineNs, waitNs))) {
+                    joined.set(j);
+                } else if (gone.test(j)) {
+                    suspected.set(j);
+                } else {
+                    waiting = true;
+                }
+            }
+            long now = System.nanoTime();
+            if (!waiting || now - waitUntil > 0) {
+                if (waiting) {
+                    BitSet silent = new BitSet(size);
+                    silent.set(0, size);
+                    silent.andNot(joined);
+                    silent.andNot(suspected);
+                    Log.get().warn(rank, Log.Subsys.INIT, prefix + ": ranks " + silent + " did not join"
+                        + " within " + TimeUnit.NANOSECONDS.toMillis(waitNs) + " ms (JCCL_PEER_TIMEOUT): left out");
+                }
+                // a suspected rank that joined all the same (a wrong suspicion) is a member
+                for (int j = suspected.nextSetBit(0); j >= 0; j = suspected.nextSetBit(j + 1)) {
+                    if (!joined.get(j) && store.check(prefix + "join/" + j, callNs(deadlineNs, waitNs))) {
+                        joined.set(j);
+                    }
+                }
+                int and = -1;
+                for (int j = joined.nextSetBit(0); j >= 0; j = joined.nextSetBit(j + 1)) {
+                    and &= j == rank ? value : Integer.parseInt(store.getString(prefix + "join/" + j,
+                        callNs(deadlineNs, waitNs)));
+                }
+                byte[] proposal = (format(joined) + ";" + and).getBytes(StandardCharsets.UTF_8);
+                store.compareAndSet(decisionKey, null, proposal, callNs(deadlineNs, waitNs)); // the first one wins
+                return parse(store.getString(decisionKey, callNs(deadlineNs, waitNs)), size);
+            }
+            if (now - deadlineNs > 0) {
+                throw new CollectiveException.Timeout("rank " + rank + ": " + prefix + " found no decision"
+                    + " before the deadline (JCCL_TIMEOUT)");
+            }
+            LockSupport.parkNanos(POLL_NS);
+        }
+    }
+
+    static String format(BitSet members) {
+        StringBuilder sb = new StringBuilder();
+        for (int j = members.nextSetBit(0); j >= 0; j = members.nextSetBit(j + 1)) {
+            if (!sb.isEmpty()) {
+                sb.append(',');
+            }
+            sb.append(j);
+        }
+        return sb.toString();
+    }
+
+    static Decision parse(String decision, int size) {
+        int semicolon = decision.indexOf(';');
+        int[] ranks = Arrays.stream(decision.substring(0, semicolon).split(",")).mapToInt(Integer::parseInt).sorted()
+            .toArray();
+        for (int r : ranks) {
+            if (r < 0 || r >= size) {
+                throw new CollectiveException("decision names rank " + r + " outside 0.." + (size - 1) + ": '"
+                    + decision + "'");
+            }
+        }
+        return new Decision(ranks, Integer.parseInt(decision.substring(semicolon + 1)));
+    }
+
+    /** A store call's timeout: the rest of the deadline, at most the peer timeout (a store silent that long is gone). */
+    private static long callNs(long deadlineNs, long peerTimeoutNs) {
+        return Math.max(1, Math.min(deadlineNs - System.nanoTime(), peerTimeoutNs));
+    }
+}

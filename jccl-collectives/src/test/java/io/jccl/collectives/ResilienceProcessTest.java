@@ -1,0 +1,121 @@
+package io.jccl.collectives;
+
+import org.junit.jupiter.api.Test;
+
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** Revoke and shrink with ranks as separate JVMs (MultiProcessTest's Job): a revocation, and a kill -9. */
+class ResilienceProcessTest {
+    @Test
+    void everyProcessFailsWithTheRevocation() throws Exception {
+        for (String transport : new String[] {"shm0", "tcp0"}) {
+            try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "revoke", Map.of("JCCL_TRANSPORT", transport),
+                true, "2")) {
+                for (int r = 0; r < 4; r++) {
+                    assertTrue(job.processes.get(r).waitFor(60, TimeUnit.SECONDS), transport + " rank " + r
+                        + " hung:\n" + job.out(r));
+                    assertEquals(0, job.processes.get(r).exitValue(), job.out(r));
+                    assertTrue(job.out(r).contains("REVOKED rank " + r + " by 2"), transport + ":\n" + job.out(r));
+                }
+            }
+        }
+    }
+
+    /** 4 ranks, rank 2 killed with kill -9 (rank 0 hosts the store), the 3 survivors shrink and all-reduce. */
+    @Test
+    void theSurvivorsOfAKillShrinkAndAllReduce() throws Exception {
+        for (String transport : new String[] {"shm0", "tcp0"}) {
+            int victim = 2;
+            try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", transport),
+                true)) {
+                for (int r = 0; r < 4; r++) {
+                    assertTrue(job.waitForLine(r, "RUNNING", 60_000), transport + " rank " + r + ":\n" + job.out(r));
+                }
+                long t0 = System.nanoTime();
+                job.processes.get(victim).destroyForcibly(); // SIGKILL
+                int sum = 1 + 2 + 4; // old ranks 0, 1, 3, plus one each
+                for (int r = 0; r < 4; r++) {
+                    if (r == victim) {
+                        continue;
+                    }
+                    assertTrue(job.processes.get(r).waitFor(60, TimeUnit.SECONDS), transport + " rank " + r
+                        + " hung:\n" + job.out(r));
+                    assertEquals(0, job.processes.get(r).exitValue(), job.out(r));
+                    int newRank = r < victim ? r : r - 1;
+                    assertTrue(job.out(r).contains("SHRUNK rank " + r + " newRank " + newRank + " size 3 sum " + sum),
+                        transport + ":\n" + job.out(r));
+                }
+                long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+                System.out.println("kill -9 of rank " + victim + " of 4 over " + transport + ": survivors shrank, "
+                    + "all-reduced and exited " + ms + " ms after the kill; " + job.output.get(0).stream()
+                    .filter(l -> l.startsWith("SHRUNK")).findFirst().orElse(""));
+            }
+        }
+    }
+
+    /**
+     * Rank 0 hosts the store (fromEnvironment) and is killed: shrink cannot survive that yet, and says so within the
+     * peer timeout instead of waiting out JCCL_TIMEOUT (60 s here).
+     */
+    @Test
+    void losingTheStoresHostFailsTheShrinkWithAClearErrorAfterThePeerTimeout() throws Exception {
+        try (MultiProcessTest.Job job = new MultiProcessTest.Job(3, "shrink", Map.of("JCCL_TRANSPORT", "shm0",
+            "JCCL_PEER_TIMEOUT", "3s"), true)) {
+            for (int r = 0; r < 3; r++) {
+                assertTrue(job.waitForLine(r, "RUNNING", 60_000), "rank " + r + ":\n" + job.out(r));
+            }
+            job.processes.get(0).destroyForcibly();
+            for (int r = 1; r < 3; r++) {
+                assertTrue(job.processes.get(r).waitFor(50, TimeUnit.SECONDS), "rank " + r + " hung:\n" + job.out(r));
+                assertEquals(4, job.processes.get(r).exitValue(), job.out(r));
+                assertTrue(job.out(r).contains("SHRINK FAILED rank " + r) && job.out(r).contains("did not answer within"
+                    + " 3000 ms (JCCL_PEER_TIMEOUT)"), job.out(r));
+            }
+        }
+    }
+
+    /**
+     * Rank 3 is stopped (SIGSTOP) until the survivors have failed it (JCCL_PEER_TIMEOUT=2s), shrunk and all-reduced;
+     * when it wakes (SIGCONT) its old communicator fails and its shrink is refused: it was left out, and the new
+     * communicator never sees it.
+     */
+    @Test
+    void aStoppedRankThatWakesAfterTheShrinkFindsItselfLeftOut() throws Exception {
+        try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", "shm0",
+            "JCCL_PEER_TIMEOUT", "2s"), true, "linger")) {
+            for (int r = 0; r < 4; r++) {
+                assertTrue(job.waitForLine(r, "RUNNING", 60_000), "rank " + r + ":\n" + job.out(r));
+            }
+            signal(job.processes.get(3), "STOP");
+            try {
+                for (int r = 0; r < 3; r++) {
+                    assertTrue(job.waitForLine(r, "SHRUNK rank " + r + " newRank " + r + " size 3 sum 6", 60_000),
+                        "rank " + r + ":\n" + job.out(r));
+                }
+            } finally {
+                signal(job.processes.get(3), "CONT");
+            }
+            assertTrue(job.processes.get(3).waitFor(60, TimeUnit.SECONDS), "rank 3 hung:\n" + job.out(3));
+            assertEquals(4, job.processes.get(3).exitValue(), job.out(3));
+            assertTrue(job.out(3).contains("SHRINK FAILED rank 3") && job.out(3).contains("was left out of shrink 1"),
+                job.out(3));
+            for (int r = 0; r < 3; r++) {
+                job.processes.get(r).getOutputStream().write('\n');
+                job.processes.get(r).getOutputStream().close();
+            }
+            for (int r = 0; r < 3; r++) {
+                assertTrue(job.processes.get(r).waitFor(60, TimeUnit.SECONDS), "rank " + r + " hung:\n" + job.out(r));
+                assertEquals(0, job.processes.get(r).exitValue(), job.out(r));
+            }
+        }
+    }
+
+    private static void signal(Process p, String signal) throws Exception {
+        Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(p.pid())).inheritIO().start();
+        assertTrue(kill.waitFor(10, TimeUnit.SECONDS) && kill.exitValue() == 0, "kill -" + signal);
+    }
+}
