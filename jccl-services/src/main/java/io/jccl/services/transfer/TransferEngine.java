@@ -388,7 +388,7 @@ public final class TransferEngine implements AutoCloseable {
                 store.delete(segmentKey(segment.name()), options.timeoutNs());
             }
         } catch (RuntimeException e) {
-            log.info(rank, Log.Subsys.NET, "could not remove segment '" + segment.name() + "' from the store: " + e);
+            log.info(rank, Log.Subsys.NET, () -> "could not remove segment '" + segment.name() + "' from the store: " + e);
         }
         lock.lock();
         try {
@@ -1040,7 +1040,7 @@ public final class TransferEngine implements AutoCloseable {
         void broken() {
             if (state == CONNECTED) {
                 state = DRAINING;
-                log.info(rank, Log.Subsys.NET, "link to rank " + peer + " generation " + generation
+                log.info(rank, Log.Subsys.NET, () -> "link to rank " + peer + " generation " + generation
                     + ": a queue pair failed; reconnecting once its requests have returned");
             }
         }
@@ -1257,7 +1257,7 @@ public final class TransferEngine implements AutoCloseable {
                 lock.unlock();
             }
             store.setString("epr/" + rank + "/" + peer + "/" + generation, mine.toString(), options.timeoutNs());
-            log.info(rank, Log.Subsys.NET, "accepted " + qps.length + " queue pairs from rank " + peer + " on "
+            log.info(rank, Log.Subsys.NET, () -> "accepted " + qps.length + " queue pairs from rank " + peer + " on "
                 + d.name() + " (generation " + generation + ")");
         } catch (RuntimeException e) {
             closeAll(qps);
@@ -1331,7 +1331,7 @@ public final class TransferEngine implements AutoCloseable {
         store.setString("ep/" + rank + "/" + link.peer + "/" + g, mine.toString(), options.timeoutNs());
         store.setString("req/" + link.peer + "/" + rank, Long.toString(g), options.timeoutNs());
         store.add("bell/" + link.peer, 1, options.timeoutNs());
-        log.info(rank, Log.Subsys.NET, "requested " + qps.length + " queue pairs to rank " + link.peer + " on "
+        log.info(rank, Log.Subsys.NET, () -> "requested " + qps.length + " queue pairs to rank " + link.peer + " on "
             + d.name() + " (" + me + ")");
         return 1;
     }
@@ -1365,7 +1365,7 @@ public final class TransferEngine implements AutoCloseable {
         } finally {
             lock.unlock();
         }
-        log.info(rank, Log.Subsys.NET, "connected to rank " + link.peer + " (generation " + link.generation + ")");
+        log.info(rank, Log.Subsys.NET, () -> "connected to rank " + link.peer + " (generation " + link.generation + ")");
         return 1;
     }
 
@@ -1420,7 +1420,7 @@ public final class TransferEngine implements AutoCloseable {
             // Peers that connect (or reconnect) to this engine from now on fail at once instead of at their deadline.
             store.setString("closed/" + rank, "1", options.timeoutNs());
         } catch (RuntimeException e) {
-            log.info(rank, Log.Subsys.NET, "could not mark the engine closed in the store: " + e);
+            log.info(rank, Log.Subsys.NET, () -> "could not mark the engine closed in the store: " + e);
         }
         closed = true;
         LockSupport.unpark(agent);
