@@ -2,13 +2,11 @@ package io.jccl.collectives;
 
 import io.jccl.collectives.store.InMemoryStore;
 import io.jccl.collectives.store.Store;
+import io.jccl.common.testing.RankFutures;
 
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 
 /** Runs n ranks as threads of this JVM, each with its own communicator (own contexts) over one InMemoryStore. */
 final class Ranks {
@@ -48,30 +46,6 @@ final class Ranks {
             });
             futures.add(f);
         }
-        Throwable first = null;
-        for (int r = 0; r < n; r++) {
-            try {
-                futures.get(r).get(90, TimeUnit.SECONDS);
-            } catch (ExecutionException e) {
-                Throwable cause = new AssertionError("rank " + r + " failed: " + e.getCause(), e.getCause());
-                if (first == null) {
-                    first = cause;
-                } else {
-                    first.addSuppressed(cause);
-                }
-            } catch (TimeoutException e) {
-                Throwable cause = new AssertionError("rank " + r + " hung");
-                if (first == null) {
-                    first = cause;
-                } else {
-                    first.addSuppressed(cause);
-                }
-            } catch (InterruptedException e) {
-                throw new AssertionError(e);
-            }
-        }
-        if (first instanceof AssertionError a) {
-            throw a;
-        }
+        RankFutures.awaitAll(futures, 90);
     }
 }

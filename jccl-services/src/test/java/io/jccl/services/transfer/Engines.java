@@ -3,6 +3,7 @@ package io.jccl.services.transfer;
 import io.jccl.collectives.CommunicatorOptions;
 import io.jccl.collectives.store.InMemoryStore;
 import io.jccl.collectives.store.Store;
+import io.jccl.common.testing.RankFutures;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -11,9 +12,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CyclicBarrier;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.zip.CRC32;
 
 /** Runs n ranks as threads of this JVM, each with its own transfer engine (own devices) over one InMemoryStore. */
@@ -54,31 +53,7 @@ final class Engines {
             });
             futures.add(f);
         }
-        AssertionError first = null;
-        for (int r = 0; r < n; r++) {
-            try {
-                futures.get(r).get(100, TimeUnit.SECONDS);
-            } catch (ExecutionException e) {
-                AssertionError cause = new AssertionError("rank " + r + " failed: " + e.getCause(), e.getCause());
-                if (first == null) {
-                    first = cause;
-                } else {
-                    first.addSuppressed(cause);
-                }
-            } catch (TimeoutException e) {
-                AssertionError cause = new AssertionError("rank " + r + " hung");
-                if (first == null) {
-                    first = cause;
-                } else {
-                    first.addSuppressed(cause);
-                }
-            } catch (InterruptedException e) {
-                throw new AssertionError(e);
-            }
-        }
-        if (first != null) {
-            throw first;
-        }
+        RankFutures.awaitAll(futures, 100);
     }
 
     /** Fills {@code length} bytes at {@code offset} with a pattern derived from {@code seed}. */
