@@ -1,5 +1,7 @@
 package io.jccl.tools.demo;
 
+import io.jccl.examples.digits.DigitsDataset;
+import io.jccl.examples.digits.MultilayerPerceptron;
 import java.util.Random;
 import java.util.function.Consumer;
 

@@ -1,5 +1,7 @@
 package io.jccl.tools.demo;
 
+import io.jccl.examples.digits.DigitsDataset;
+import io.jccl.examples.digits.MultilayerPerceptron;
 import io.jccl.tools.Main;
 import org.junit.jupiter.api.Test;
 

@@ -1,4 +1,4 @@
-package io.jccl.tools.demo;
+package io.jccl.examples.digits;
 
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -80,7 +80,7 @@ public record DigitsDataset(float[][] trainFeatures, int[] trainLabels, float[][
     }
 
     /** Fisher–Yates shuffle with the given generator. */
-    static void shuffle(int[] values, Random random) {
+    public static void shuffle(int[] values, Random random) {
         for (int i = values.length - 1; i > 0; i--) {
             int j = random.nextInt(i + 1);
             int t = values[i];

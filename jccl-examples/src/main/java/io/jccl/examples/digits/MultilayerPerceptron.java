@@ -1,4 +1,4 @@
-package io.jccl.tools.demo;
+package io.jccl.examples.digits;
 
 import java.util.Random;
 
