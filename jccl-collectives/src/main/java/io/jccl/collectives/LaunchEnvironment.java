@@ -23,7 +23,12 @@ import java.util.Map;
  * <li>Slurm: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; the store on the first host of SLURM_NODELIST (or
  * SLURM_JOB_NODELIST) at MASTER_PORT / JCCL_STORE_PORT (default 29500) unless JCCL_STORE_ADDR/MASTER_ADDR say
  * otherwise</li>
+ * <li>Kubernetes Indexed Job: JOB_COMPLETION_INDEX (which Kubernetes sets in every pod of a Job with
+ * {@code completionMode: Indexed}) is the rank; the world size from JCCL_WORLD_SIZE (the Job's completions) and the
+ * store from JCCL_STORE_ADDR, normally pod 0's name under the Job's headless service ({@code jccl k8s} writes
+ * both; docs/kubernetes.md)</li>
  * </ul>
+ * Launchers are tried in this order, so a torchrun or mpirun started inside a pod keeps its own variables.
  * Rank 0 starts the TCP store server unless JCCL_STORE_SERVER=0 (a standalone {@code TcpStoreServer} runs it). The
  * server listens where the store address points when that is an address of this host ({@code 127.0.0.1}: loopback
  * only), on all interfaces for {@code 0.0.0.0} or {@code JCCL_STORE_BIND=*}; with {@code JCCL_AUTH_SECRET} every
@@ -44,7 +49,7 @@ import java.util.Map;
  * @param worldSize number of ranks
  * @param localRank rank among the processes of this host (-1 when unknown)
  * @param storeAddress {@code host:port} or {@code file:/path}
- * @param launcher which convention supplied the rank (jccl, torchrun, openmpi, slurm)
+ * @param launcher which convention supplied the rank (jccl, torchrun, openmpi, slurm, kubernetes)
  * @param startServer whether this process should run the TCP store server
  * @param storeProtocol {@code jccl} (JCCL's TcpStore), {@code torch} (a client of torch's TCPStore) or {@code auto}
  *     (JCCL's, unless MASTER_PORT is found already served by a torch TCPStore)
@@ -66,6 +71,16 @@ public record LaunchEnvironment(int rank, int worldSize, int localRank, String s
     public LaunchEnvironment(int rank, int worldSize, int localRank, String storeAddress, String launcher,
                              boolean startServer) {
         this(rank, worldSize, localRank, storeAddress, launcher, startServer, PROTOCOL_JCCL, 0);
+    }
+
+    /**
+     * Whether {@code env} carries a launcher's rank (the variables {@link #detect} looks for: JCCL_RANK, torchrun's
+     * RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID or a Kubernetes Indexed Job's JOB_COMPLETION_INDEX): tools that start
+     * local ranks themselves when run by hand ask this first.
+     */
+    public static boolean launched(Map<String, String> env) {
+        return has(env, "JCCL_RANK") || has(env, "RANK") || has(env, "OMPI_COMM_WORLD_RANK")
+            || has(env, "SLURM_PROCID") || has(env, "JOB_COMPLETION_INDEX");
     }
 
     /** Reads {@code env} (normally {@link System#getenv()}). */
@@ -100,10 +115,18 @@ public record LaunchEnvironment(int rank, int worldSize, int localRank, String s
             names = new String[] {"SLURM_PROCID", has(env, "SLURM_NTASKS") ? "SLURM_NTASKS" : "SLURM_NPROCS",
                 "SLURM_LOCALID"};
             local = env.get("SLURM_LOCALID");
+        } else if (has(env, "JOB_COMPLETION_INDEX")) {
+            launcher = "kubernetes";
+            rank = env.get("JOB_COMPLETION_INDEX");
+            size = env.get("JCCL_WORLD_SIZE");
+            names = new String[] {"JOB_COMPLETION_INDEX", "JCCL_WORLD_SIZE (the Job's completions)",
+                "JCCL_LOCAL_RANK"};
+            local = env.get("JCCL_LOCAL_RANK");
         } else {
             throw new IllegalStateException("no launcher environment found: set JCCL_RANK, JCCL_WORLD_SIZE and "
                 + "JCCL_STORE_ADDR, or launch with torchrun (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), mpirun "
-                + "(OMPI_COMM_WORLD_RANK/SIZE plus JCCL_STORE_ADDR) or srun (SLURM_PROCID/SLURM_NTASKS)");
+                + "(OMPI_COMM_WORLD_RANK/SIZE plus JCCL_STORE_ADDR), srun (SLURM_PROCID/SLURM_NTASKS) or as a "
+                + "Kubernetes Indexed Job (JOB_COMPLETION_INDEX plus JCCL_WORLD_SIZE and JCCL_STORE_ADDR)");
         }
         if (size == null || size.isBlank()) {
             throw new IllegalStateException(launcher + " environment gives rank " + rank + " (" + names[0]
@@ -139,6 +162,10 @@ public record LaunchEnvironment(int rank, int worldSize, int localRank, String s
         } else if (launcher.equals("slurm") && (has(env, "SLURM_NODELIST") || has(env, "SLURM_JOB_NODELIST"))) {
             String list = has(env, "SLURM_NODELIST") ? env.get("SLURM_NODELIST") : env.get("SLURM_JOB_NODELIST");
             address = expandNodeList(list).getFirst() + ":" + port;
+        } else if (launcher.equals("kubernetes")) {
+            throw new IllegalStateException("kubernetes launch (JOB_COMPLETION_INDEX=" + rank.trim() + ") without a "
+                + "store address: set JCCL_STORE_ADDR to pod 0's name under the Job's headless service, for example "
+                + "JCCL_STORE_ADDR=<job>-0.<service>:" + port + " (jccl k8s writes it)");
         } else {
             throw new IllegalStateException(launcher + " launch without a store address: set JCCL_STORE_ADDR=host:port "
                 + "(for example the first host of the job) or MASTER_ADDR/MASTER_PORT");

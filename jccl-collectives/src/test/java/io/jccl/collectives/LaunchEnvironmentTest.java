@@ -95,6 +95,33 @@ class LaunchEnvironmentTest {
         assertEquals(List.of("r1n08", "r1n09", "r1n10"), LaunchEnvironment.expandNodeList("r1n[08-10]"));
     }
 
+    /**
+     * A pod of a Kubernetes Indexed Job: the rank is the completion index Kubernetes sets, world size and store come
+     * from the manifest; a pod without them fails at once naming the variable to set.
+     */
+    @Test
+    void kubernetesIndexedJob() {
+        LaunchEnvironment e = LaunchEnvironment.detect(Map.of("JOB_COMPLETION_INDEX", "3", "JCCL_WORLD_SIZE", "4",
+            "JCCL_STORE_ADDR", "train-0.train:29500"));
+        assertEquals(new LaunchEnvironment(3, 4, -1, "train-0.train:29500", "kubernetes", false), e);
+        assertTrue(LaunchEnvironment.launched(Map.of("JOB_COMPLETION_INDEX", "0")));
+        assertFalse(LaunchEnvironment.launched(Map.of("JCCL_WORLD_SIZE", "4", "JCCL_STORE_ADDR", "a:1")));
+        assertTrue(LaunchEnvironment.detect(Map.of("JOB_COMPLETION_INDEX", "0", "JCCL_WORLD_SIZE", "4",
+            "JCCL_STORE_ADDR", "train-0.train")).startServer());
+        // torchrun inside a pod keeps its own variables.
+        assertEquals("torchrun", LaunchEnvironment.detect(Map.of("JOB_COMPLETION_INDEX", "1", "RANK", "5",
+            "WORLD_SIZE", "8", "MASTER_ADDR", "m", "MASTER_PORT", "1")).launcher());
+        IllegalStateException noSize = assertThrows(IllegalStateException.class, () -> LaunchEnvironment.detect(
+            Map.of("JOB_COMPLETION_INDEX", "1", "JCCL_STORE_ADDR", "train-0.train:29500")));
+        assertTrue(noSize.getMessage().contains("JCCL_WORLD_SIZE"), noSize.getMessage());
+        IllegalStateException noStore = assertThrows(IllegalStateException.class, () -> LaunchEnvironment.detect(
+            Map.of("JOB_COMPLETION_INDEX", "1", "JCCL_WORLD_SIZE", "4")));
+        assertTrue(noStore.getMessage().contains("JCCL_STORE_ADDR=<job>-0.<service>:29500"), noStore.getMessage());
+        IllegalStateException outside = assertThrows(IllegalStateException.class, () -> LaunchEnvironment.detect(
+            Map.of("JOB_COMPLETION_INDEX", "4", "JCCL_WORLD_SIZE", "4", "JCCL_STORE_ADDR", "a:1")));
+        assertTrue(outside.getMessage().contains("JOB_COMPLETION_INDEX=4 is outside 0..3"), outside.getMessage());
+    }
+
     @Test
     void openStoreAuthenticatesWithTheSecretAndListensOnTheStoreAddress() throws Exception {
         long timeout = java.util.concurrent.TimeUnit.SECONDS.toNanos(5);

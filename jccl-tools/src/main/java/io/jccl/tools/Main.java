@@ -5,6 +5,7 @@ import io.jccl.tools.demo.DemoCommand;
 import io.jccl.tools.devinfo.DevicesCommand;
 import io.jccl.tools.devinfo.DevInfoCommand;
 import io.jccl.tools.examples.ExampleCommand;
+import io.jccl.tools.kubernetes.KubernetesCommand;
 import io.jccl.tools.launcher.RunCommand;
 import io.jccl.tools.perftest.PerfCommand;
 import picocli.CommandLine;
@@ -12,13 +13,14 @@ import picocli.CommandLine.Command;
 
 /**
  * The {@code jccl} command: {@code devices}, {@code devinfo}, {@code perf}, {@code run}, {@code tests},
- * {@code demo} and {@code example}.
+ * {@code demo}, {@code example} and {@code k8s}.
  * Started by the {@code ./jccl} script at the repository root.
  */
 @Command(name = "jccl", mixinStandardHelpOptions = true, versionProvider = Main.Version.class,
     description = "JCCL tools: verbs devices, perftest-compatible benchmarks, a local launcher.",
     subcommands = {DevicesCommand.class, DevInfoCommand.class, PerfCommand.class, RunCommand.class,
-        TestsCommand.class, io.jccl.tools.colltests.PlotCommand.class, DemoCommand.class, ExampleCommand.class, CommandLine.HelpCommand.class})
+        TestsCommand.class, io.jccl.tools.colltests.PlotCommand.class, DemoCommand.class, ExampleCommand.class, KubernetesCommand.class,
+        CommandLine.HelpCommand.class})
 public final class Main implements Runnable {
     @CommandLine.Spec
     private CommandLine.Model.CommandSpec spec;

@@ -2,6 +2,7 @@ package io.jccl.tools.colltests;
 
 import io.jccl.collectives.Communicator;
 import io.jccl.collectives.DataType;
+import io.jccl.collectives.LaunchEnvironment;
 import io.jccl.collectives.ReduceOp;
 import io.jccl.tools.JcclRuntime;
 import io.jccl.tools.Json;
@@ -122,8 +123,7 @@ public final class TestsCommand implements Callable<Integer> {
         if (ngpus != 1) {
             throw new IllegalArgumentException("-g: one device per rank (JCCL ranks are processes)");
         }
-        if (System.getenv("JCCL_RANK") == null && System.getenv("RANK") == null
-            && System.getenv("OMPI_COMM_WORLD_RANK") == null && System.getenv("SLURM_PROCID") == null) {
+        if (!LaunchEnvironment.launched(System.getenv())) {
             return launch();
         }
         try (Communicator comm = Communicator.fromEnvironment()) {
