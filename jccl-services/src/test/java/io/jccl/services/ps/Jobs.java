@@ -35,10 +35,10 @@ final class Jobs {
                 try (TransferEngine e = TransferEngine.create(store, rank, n, options(transport),
                     TransferSettings.defaults())) {
                     body.run(e);
-                    f.complete(null);
                 } catch (Throwable e) {
                     f.completeExceptionally(e);
                 }
+                f.complete(null); // after the engine closed (a no-op when it failed)
             });
             futures.add(f);
         }
