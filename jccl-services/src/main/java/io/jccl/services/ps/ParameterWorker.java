@@ -72,7 +72,8 @@ public final class ParameterWorker implements AutoCloseable {
         long at = 0;
         for (int s = 0; s < servers; s++) {
             pullOffset[s] = at;
-            at += headerBytes + (long) spec.shardLength(s) * Float.BYTES;
+            // Headers hold longs: each shard's region starts on a cache line whatever the shard lengths.
+            at = (at + headerBytes + (long) spec.shardLength(s) * Float.BYTES + 63) & ~63L;
         }
         for (int s = 0; s < servers; s++) {
             checkOffset[s] = at;
