@@ -297,7 +297,7 @@ public final class ParameterWorker implements AutoCloseable {
             pushes[s].notifyImmediate(push).submit();
         }
         for (int s = 0; s < servers; s++) {
-            await(pushes[s], "pushing gradient #" + push);
+            await(pushes[s], "pushing a gradient"); // a constant: no string per push
         }
         steps++;
     }
