@@ -23,7 +23,8 @@ import java.util.concurrent.TimeUnit;
  * </pre>
  *
  * <p><b>The sequence word</b> (a seqlock): even when the weights are stable, odd while this server rewrites them;
- * {@code sequence / 2} is the number of updates applied (the weights' version). A worker reads the header, then the
+ * {@code sequence / 2 − 1} is the number of updates applied (the weights' version); 0 until the initial weights are
+ * in place (the segment is published, zeroed, before this server copies them). A worker reads the header, then the
  * weights, then (asynchronous mode) the sequence again, and uses the weights only when both sequence reads are the
  * same even value; a worker therefore never trains on half-updated weights. In the synchronous mode the second read is
  * not needed: version v + 1 is written only after every worker pushed its gradient of step v, which a worker does
@@ -91,8 +92,10 @@ public final class ParameterServer implements AutoCloseable {
         this.gradientsMemory = gradients.memory();
         MemorySegment.copy(initialParameters, spec.shardStart(server), weightsMemory, ValueLayout.JAVA_FLOAT,
             headerBytes, shardLength);
+        // The segment was published (zeroed) before the copy: sequence 0 tells workers it is not initialized yet.
         VarHandle.releaseFence();
-        weightsMemory.set(ValueLayout.JAVA_LONG, 0, 0L);
+        sequence = 2;
+        weightsMemory.set(ValueLayout.JAVA_LONG, 0, sequence);
     }
 
     /**
@@ -256,7 +259,7 @@ public final class ParameterServer implements AutoCloseable {
         VarHandle.releaseFence();
         sequence += 2;
         weightsMemory.set(ValueLayout.JAVA_LONG, 0, sequence);
-        version = sequence >>> 1;
+        version = (sequence >>> 1) - 1;
     }
 
     /** Unregisters the weights and gradient slots (workers' later transfers fail with the segment named). */

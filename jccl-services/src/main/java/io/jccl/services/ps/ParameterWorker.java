@@ -214,10 +214,10 @@ public final class ParameterWorker implements AutoCloseable {
             long slowest = Long.MAX_VALUE;
             for (int s = 0; s < servers && notReady < 0; s++) {
                 long sequence = pullMemory.get(ValueLayout.JAVA_LONG, pullOffset[s]);
-                if ((sequence & 1) != 0) {
-                    notReady = s; // being rewritten right now
+                if ((sequence & 1) != 0 || sequence == 0) {
+                    notReady = s; // being rewritten right now, or not initialized yet
                 } else if (spec.isSynchronous()) {
-                    long version = sequence >>> 1;
+                    long version = (sequence >>> 1) - 1;
                     if (version > steps) {
                         throw fail("server " + s + " is at version " + version + " but this worker pushed only "
                             + steps + " gradients: another job with the name '" + spec.name() + "'?");
