@@ -12,4 +12,18 @@ public record Notification(int fromRank, byte[] message) {
     public String text() {
         return new String(message, java.nio.charset.StandardCharsets.UTF_8);
     }
+
+    /**
+     * The immediate data of a {@link TransferBatch#notifyImmediate(int)} notification (its four message bytes,
+     * big-endian).
+     *
+     * @throws IllegalStateException when the message is not four bytes long
+     */
+    public int immediateData() {
+        if (message.length != Integer.BYTES) {
+            throw new IllegalStateException("a " + message.length + "-byte notification carries no immediate data");
+        }
+        return ((message[0] & 0xFF) << 24) | ((message[1] & 0xFF) << 16) | ((message[2] & 0xFF) << 8)
+            | (message[3] & 0xFF);
+    }
 }

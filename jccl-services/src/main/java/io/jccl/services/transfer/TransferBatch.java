@@ -51,6 +51,9 @@ public final class TransferBatch implements AutoCloseable {
     long deadlineNs;
     final byte[] notifyMessage = new byte[TransferEngine.NOTIFICATION_MAX_BYTES];
     int notifyLength;
+    /** Whether the notification goes as a zero-length RDMA_WRITE_WITH_IMM carrying {@link #notifyImmediate}. */
+    boolean notifyWithImmediate;
+    int notifyImmediate;
     int notifyRank = -1;
     int notifyState = NOTIFY_NONE;
     private String notifyError;
@@ -168,6 +171,27 @@ public final class TransferBatch implements AutoCloseable {
         }
         System.arraycopy(message, 0, notifyMessage, 0, message.length);
         notifyLength = message.length;
+        notifyWithImmediate = false;
+        notifyState = NOTIFY_WANTED;
+        return this;
+    }
+
+    /**
+     * Attaches a notification that travels as immediate data: a zero-length {@code RDMA_WRITE_WITH_IMM} to the
+     * first transfer's segment, posted (as {@link #notify(byte[])}'s SEND is) once every transfer of the batch
+     * completed, so it arrives after the data. The target's {@link Notification} carries the four bytes big-endian
+     * ({@link Notification#immediateData()}). Same rules as {@link #notify(byte[])}: one target rank, not sent when
+     * a transfer failed. Why a second kind: a reused batch then allocates and copies nothing for its notification,
+     * and the parameter server's pushes are WRITE + WRITE_WITH_IMM as on an RDMA NIC.
+     */
+    public TransferBatch notifyImmediate(int immediateData) {
+        checkFillable();
+        notifyImmediate = immediateData;
+        notifyWithImmediate = true;
+        for (int i = 0; i < Integer.BYTES; i++) {
+            notifyMessage[i] = (byte) (immediateData >>> (24 - 8 * i));
+        }
+        notifyLength = Integer.BYTES;
         notifyState = NOTIFY_WANTED;
         return this;
     }
@@ -432,6 +456,7 @@ public final class TransferBatch implements AutoCloseable {
         count = 0;
         notifyState = NOTIFY_NONE;
         notifyLength = 0;
+        notifyWithImmediate = false;
         notifyRank = -1;
         notifyError = null;
         submitted = false;

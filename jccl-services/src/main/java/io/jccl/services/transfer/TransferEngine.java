@@ -718,9 +718,16 @@ public final class TransferEngine implements AutoCloseable {
         if (wc.status() != WorkCompletionStatus.SUCCESS) {
             return; // flushed: the initiator's queue pair failed; it connects afresh
         }
-        long offset = ((long) qp * RECEIVE_DEPTH + slot) * NOTIFICATION_MAX_BYTES;
-        byte[] message = link.buffers.segment().asSlice(offset, wc.byteLength()).toArray(
-            java.lang.foreign.ValueLayout.JAVA_BYTE);
+        byte[] message;
+        if (wc.withImmediate()) {
+            // A TransferBatch.notifyImmediate: the four bytes of immediate data, big-endian.
+            int imm = wc.immediateData();
+            message = new byte[] {(byte) (imm >>> 24), (byte) (imm >>> 16), (byte) (imm >>> 8), (byte) imm};
+        } else {
+            long offset = ((long) qp * RECEIVE_DEPTH + slot) * NOTIFICATION_MAX_BYTES;
+            message = link.buffers.segment().asSlice(offset, wc.byteLength()).toArray(
+                java.lang.foreign.ValueLayout.JAVA_BYTE);
+        }
         notifications.add(new Notification(peer, message));
         postReceive(link, peer, qp, slot);
     }
@@ -883,15 +890,22 @@ public final class TransferEngine implements AutoCloseable {
         if (link.outstanding[0] >= SEND_DEPTH) {
             return false;
         }
-        int ring = link.notifyNext++ & (SEND_DEPTH - 1);
-        long offset = (long) ring * NOTIFICATION_MAX_BYTES;
-        MemorySegment.copy(MemorySegment.ofArray(b.notifyMessage), 0, link.notifyBuffers.segment(), offset,
-            b.notifyLength);
-        send.wrId(sendId(b.slot, 0, NOTIFY, 0)).opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED);
-        if (b.notifyLength == 0) {
-            send.noData();
+        if (b.notifyWithImmediate) {
+            // Zero length: no bytes land, the segment's address and key only make it a well-formed WRITE.
+            RemoteSegment r = b.remote[0];
+            send.wrId(sendId(b.slot, 0, NOTIFY, 0)).opcode(SendOpcode.RDMA_WRITE_WITH_IMM).flags(SendFlag.SIGNALED)
+                .remote(r.address, r.rkey).immediateData(b.notifyImmediate).noData();
         } else {
-            send.local(link.notifyBuffers, offset, b.notifyLength);
+            int ring = link.notifyNext++ & (SEND_DEPTH - 1);
+            long offset = (long) ring * NOTIFICATION_MAX_BYTES;
+            MemorySegment.copy(MemorySegment.ofArray(b.notifyMessage), 0, link.notifyBuffers.segment(), offset,
+                b.notifyLength);
+            send.wrId(sendId(b.slot, 0, NOTIFY, 0)).opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED);
+            if (b.notifyLength == 0) {
+                send.noData();
+            } else {
+                send.local(link.notifyBuffers, offset, b.notifyLength);
+            }
         }
         try {
             link.qps[0].postSend(send);

@@ -82,6 +82,49 @@ class TransferEngineTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"shm0", "tcp0"})
+    void shouldDeliverImmediateDataNotificationsAfterTheBatchLanded(String transport) {
+        Engines.run(2, Engines.options(transport), TransferSettings.defaults(), (engine, barrier) -> {
+            if (engine.rank() == 1) {
+                LocalSegment target = engine.registerSegment("imm-target", 3 << 20);
+                barrier.await();
+                for (int round = 0; round < 3; round++) {
+                    Notification n = engine.pollNotification(20, TimeUnit.SECONDS);
+                    assertNotNull(n, "notification of round " + round);
+                    assertEquals(0, n.fromRank());
+                    int imm = n.immediateData();
+                    assertEquals(0xCAFE0000 | round, imm);
+                    // WRITE_WITH_IMM comes after the batch's bytes: they are here now.
+                    assertEquals(Engines.crc(target.memory(), 0, 3 << 20), crcOf(round));
+                    barrier.await();
+                }
+            } else {
+                LocalSegment source = engine.registerSegment("imm-source", 3 << 20);
+                barrier.await();
+                RemoteSegment target = engine.openSegment("imm-target");
+                try (TransferBatch batch = engine.newBatch(3)) {
+                    for (int round = 0; round < 3; round++) {
+                        Engines.fill(source.memory(), 0, 3 << 20, round);
+                        batch.clear();
+                        for (int part = 0; part < 3; part++) {
+                            batch.write(source, (long) part << 20, target, (long) part << 20, 1 << 20);
+                        }
+                        batch.notifyImmediate(0xCAFE0000 | round);
+                        assertTrue(batch.submit().await(), batch.toString());
+                        barrier.await();
+                    }
+                }
+            }
+        });
+    }
+
+    private static long crcOf(long seed) {
+        java.lang.foreign.MemorySegment m = java.lang.foreign.Arena.ofAuto().allocate(3 << 20);
+        Engines.fill(m, 0, 3 << 20, seed);
+        return Engines.crc(m, 0, 3 << 20);
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm0", "tcp0"})
     void shouldSpreadSlicesOverEveryQueuePairAndCompleteThroughTheFuture(String transport) {
         TransferSettings settings = TransferSettings.defaults().withQueuePairsPerPeer(4).withSliceBytes(64 * 1024);
         Engines.run(2, Engines.options(transport), settings, (engine, barrier) -> {
