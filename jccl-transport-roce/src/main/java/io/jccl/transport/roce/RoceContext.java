@@ -170,6 +170,14 @@ final class RoceContext extends AbstractContext {
         return pKeys[index];
     }
 
+    /** The local ACK timeout for {@code code}: 4.096 µs · 2^code, at least the configured floor; 0 = none. */
+    long ackTimeoutNs(int code) {
+        if (code == 0) {
+            return 0;
+        }
+        return Math.max(io.jccl.verbs.RnrTimer.ackTimeoutNs(code), settings.ackTimeoutFloorUs() * 1000);
+    }
+
     /** Installs (or, with null, removes) the loss-injection filter on the send path. */
     void dropFilter(PacketFilter filter) {
         dropFilter = filter;
@@ -258,7 +266,7 @@ final class RoceContext extends AbstractContext {
         }
         counterSet().increment(Counter.PORT_XMIT_PACKETS);
         counterSet().increment(Counter.SENT_PKTS);
-        counterSet().add(Counter.PORT_XMIT_DATA, length >> 2); // in 4-byte words, as the IB counter
+        counterSet().add(Counter.PORT_XMIT_DATA, length); // bytes, as every JCCL data counter
     }
 
     private void receiveLoop() {
@@ -284,7 +292,7 @@ final class RoceContext extends AbstractContext {
     /** Checks one datagram and dispatches it; anything malformed is dropped and counted, never thrown. */
     private void onDatagram(InetSocketAddress from, int length) {
         counterSet().increment(Counter.PORT_RCV_PACKETS);
-        counterSet().add(Counter.PORT_RCV_DATA, length >> 2);
+        counterSet().add(Counter.PORT_RCV_DATA, length);
         if (length < BthFlyweight.LENGTH + RoceOpcode.ICRC_LENGTH) {
             counterSet().increment(Counter.PORT_RCV_ERRORS);
             return;

@@ -111,8 +111,6 @@ final class RoceQueuePair extends AbstractQueuePair {
     private int ackEveryPsns = ACK_EVERY_PSNS;
     /** Last PSN of each message, by send ring position (what an ACK must reach to complete it). */
     private final int[] messageLastPsn;
-    /** READ and atomic requests sent and not completed (bounded by max_rd_atomic). */
-    private int readAtomicInFlight;
     /** Transport retries left in a row (retry_cnt; progress restores it). */
     private int retriesLeft;
     /** RNR retries left in a row (rnr_retry; progress restores it). */
@@ -160,9 +158,18 @@ final class RoceQueuePair extends AbstractQueuePair {
         return flowUdpSourcePort;
     }
 
-    /** READ and atomic requests in flight (tests; call under the lock, as the send-path filter runs). */
+    /**
+     * READ and atomic work requests sent and not completed, before {@link #sendNext} (bounded by max_rd_atomic;
+     * must hold the lock, as the send-path filter of tests does).
+     */
     int readAtomicInFlight() {
-        return readAtomicInFlight;
+        int count = 0;
+        for (long i = sendHead; i < sendNext; i++) {
+            if (isReadOrAtomic(sendSlot(i).opcode)) {
+                count++;
+            }
+        }
+        return count;
     }
 
     /** The P_Key this QP sends with and accepts. */
@@ -225,6 +232,9 @@ final class RoceQueuePair extends AbstractQueuePair {
             ackEveryPsns = Math.min(ACK_EVERY_PSNS, windowPsns / 2);
             roce.addTimed(this);
         }
+        if (to == QueuePairState.READY_TO_SEND && from == QueuePairState.SEND_QUEUE_DRAINED) {
+            transmit(); // sends posted while drained start now
+        }
     }
 
     @Override
@@ -279,13 +289,20 @@ final class RoceQueuePair extends AbstractQueuePair {
                     completeSend(WorkCompletionStatus.LOC_PROT_ERR, 0, 0);
                     continue;
                 }
-                if ((readAtomic && readAtomicInFlight >= Math.max(1, maxRdAtomic))
-                    || (slot.fenced() && readAtomicInFlight > 0)) {
-                    return; // a READ/atomic response reopens it
+                if ((readAtomic || slot.fenced()) && sendNext > sendHead) {
+                    int inFlight = readAtomicInFlight();
+                    if ((readAtomic && inFlight >= Math.max(1, maxRdAtomic)) || (slot.fenced() && inFlight > 0)) {
+                        return; // a READ/atomic response reopens it
+                    }
                 }
                 slot.started = true;
                 slot.progress = 0;
                 slot.psn = sqPsn;
+                if (slot.opcode == SendOpcode.RDMA_READ) {
+                    // known before the last request of a long READ leaves: responses are checked against it
+                    messageLastPsn[(int) (sendNext % messageLastPsn.length)] =
+                        Psn.add(sqPsn, MessageSegmenter.packetCount(slot.length, mtu) - 1);
+                }
             }
             if (Psn.distance(lastAckedPsn, sqPsn) > windowPsns) {
                 return; // an ACK reopens the window
@@ -294,7 +311,7 @@ final class RoceQueuePair extends AbstractQueuePair {
                 if (!sendReadOrAtomic(slot, mtu)) {
                     return;
                 }
-                continue;
+                continue; // the window is checked again before the next request of a long READ
             }
             int operation = operation(slot.opcode);
             while (true) {
@@ -314,7 +331,7 @@ final class RoceQueuePair extends AbstractQueuePair {
                     messageSent(sqPsn);
                     break;
                 }
-                sqPsn = Psn.next(sqPsn);
+                advanceSendPsn(Psn.next(sqPsn));
             }
         }
     }
@@ -322,30 +339,39 @@ final class RoceQueuePair extends AbstractQueuePair {
     /** The message at {@link #sendNext} went out up to {@code lastPsn}: record it and move on. */
     private void messageSent(int lastPsn) {
         messageLastPsn[(int) (sendNext % messageLastPsn.length)] = lastPsn;
-        sqPsn = Psn.next(lastPsn);
-        if (Psn.compare(sqPsn, sentEndPsn) > 0) {
-            sentEndPsn = sqPsn;
-        }
+        advanceSendPsn(Psn.next(lastPsn));
         sendNext++;
         if (sendNext > sentEnd) {
             sentEnd = sendNext;
         }
     }
 
+    /** Moves {@link #sqPsn} on after a packet went out; {@link #sentEndPsn} follows the highest. */
+    private void advanceSendPsn(int psn) {
+        sqPsn = psn;
+        if (Psn.compare(psn, sentEndPsn) > 0) {
+            sentEndPsn = psn;
+        }
+    }
+
     /**
-     * Sends a READ request for what is still missing of {@code slot} (all of it, or the rest after a retry), or
-     * an atomic request. A READ takes one PSN per response packet (rxe's {@code req.psn = first + num_pkt}).
+     * Sends the next READ request of {@code slot}, or an atomic request. A READ request takes one PSN per response
+     * packet (rxe's {@code req.psn = first + num_pkt}). A READ longer than the window goes out as several requests
+     * of at most a window of responses each, each sent when the window allows: the responder answers a request at
+     * once, and a burst larger than the receive socket buffer would be dropped by the kernel and resent, again and
+     * again (hardware has the same trouble without a lossless fabric; rxe does not split).
      */
     private boolean sendReadOrAtomic(SendSlot slot, int mtu) {
         int opcode;
         int lastPsn;
+        long chunk = 0;
         if (slot.opcode == SendOpcode.RDMA_READ) {
-            long remaining = slot.length - slot.progress;
+            chunk = Math.min(slot.length - slot.progress, (long) windowPsns * mtu);
             opcode = RoceOpcode.RDMA_READ_REQUEST;
             bth.wrap(tx, 0).init(opcode, 0, pKey, destQpNumber, sqPsn).ackRequest(true);
             reth.wrap(tx, RoceOpcode.rethOffset(opcode)).virtualAddress(slot.remoteAddress + slot.progress)
-                .rKey(slot.rkey).dmaLength((int) remaining);
-            lastPsn = Psn.add(sqPsn, MessageSegmenter.packetCount(remaining, mtu) - 1);
+                .rKey(slot.rkey).dmaLength((int) chunk);
+            lastPsn = Psn.add(sqPsn, MessageSegmenter.packetCount(chunk, mtu) - 1);
         } else {
             opcode = slot.opcode == SendOpcode.ATOMIC_CMP_AND_SWP ? RoceOpcode.COMPARE_SWAP : RoceOpcode.FETCH_ADD;
             bth.wrap(tx, 0).init(opcode, 0, pKey, destQpNumber, sqPsn).ackRequest(true);
@@ -362,8 +388,12 @@ final class RoceQueuePair extends AbstractQueuePair {
         if (!transmitPacket(RoceOpcode.packetLength(opcode, 0), true)) {
             return false;
         }
-        readAtomicInFlight++;
-        messageSent(lastPsn);
+        slot.progress += chunk;
+        if (slot.opcode == SendOpcode.RDMA_READ && slot.progress < slot.length) {
+            advanceSendPsn(Psn.next(lastPsn)); // more requests of this READ follow
+        } else {
+            messageSent(lastPsn);
+        }
         return true;
     }
 
@@ -419,7 +449,7 @@ final class RoceQueuePair extends AbstractQueuePair {
     }
 
     private void armRetransmitTimer() {
-        long deadline = System.nanoTime() + RnrTimer.ackTimeoutNs(timeout);
+        long deadline = System.nanoTime() + roce.ackTimeoutNs(timeout);
         retransmitDeadlineNs = deadline == 0 ? 1 : deadline;
         roce.timerArmed(deadline);
     }
@@ -444,7 +474,8 @@ final class RoceQueuePair extends AbstractQueuePair {
         if ((rnr != 0 && nowNs - rnr >= 0) || (retransmit != 0 && nowNs - retransmit >= 0)) {
             lock.lock();
             try {
-                if (!isClosed() && state == QueuePairState.READY_TO_SEND) {
+                if (!isClosed() && (state == QueuePairState.READY_TO_SEND
+                    || state == QueuePairState.SEND_QUEUE_DRAINED)) {
                     fire(nowNs);
                 }
             } finally {
@@ -510,7 +541,6 @@ final class RoceQueuePair extends AbstractQueuePair {
         int mtu = mtuBytes();
         sqPsn = Psn.next(lastAckedPsn);
         sendNext = sendHead;
-        readAtomicInFlight = 0;
         if (sendHead < sendTail) {
             SendSlot head = sendSlot(sendHead);
             if (head.started) {
@@ -542,8 +572,8 @@ final class RoceQueuePair extends AbstractQueuePair {
     void onPacket(ByteBuffer packet, MemorySegment packetSegment, int length, InetSocketAddress from) {
         lock.lock();
         try {
-            if (isClosed() || (state != QueuePairState.READY_TO_RECEIVE && state != QueuePairState.READY_TO_SEND)
-                || !from.equals(remoteSocket)) {
+            if (isClosed() || (state != QueuePairState.READY_TO_RECEIVE && state != QueuePairState.READY_TO_SEND
+                && state != QueuePairState.SEND_QUEUE_DRAINED) || !from.equals(remoteSocket)) {
                 context.counterSet().increment(Counter.PORT_RCV_ERRORS);
                 return;
             }
@@ -555,7 +585,8 @@ final class RoceQueuePair extends AbstractQueuePair {
             int opcode = inBth.opcode();
             if (RoceOpcode.has(opcode, RoceOpcode.REQUEST_MASK)) {
                 onRequest(packet, packetSegment, length, opcode);
-            } else if (RoceOpcode.has(opcode, RoceOpcode.ACK_MASK) && state == QueuePairState.READY_TO_SEND) {
+            } else if (RoceOpcode.has(opcode, RoceOpcode.ACK_MASK) && (state == QueuePairState.READY_TO_SEND
+                || state == QueuePairState.SEND_QUEUE_DRAINED)) {
                 onResponse(packet, packetSegment, length, opcode);
             } else {
                 context.counterSet().increment(Counter.PORT_RCV_ERRORS);
@@ -679,8 +710,12 @@ final class RoceQueuePair extends AbstractQueuePair {
     private boolean acknowledgeUpTo(int psn) {
         int acked = psn;
         boolean complete = true;
-        while (sendHead < sentEnd) {
+        while (sendHead < sendTail) {
             SendSlot slot = sendSlot(sendHead);
+            boolean sent = sendHead < sentEnd;
+            if (!sent && !(slot.started && slot.opcode == SendOpcode.RDMA_READ)) {
+                break; // not fully sent: its last PSN is unknown (a partly sent READ knows it)
+            }
             int last = messageLastPsn[(int) (sendHead % messageLastPsn.length)];
             if (isReadOrAtomic(slot.opcode)) {
                 if (Psn.compare(slot.psn, psn) <= 0) {
@@ -704,7 +739,7 @@ final class RoceQueuePair extends AbstractQueuePair {
     private void onReadResponse(ByteBuffer packet, MemorySegment packetSegment, int length, int opcode,
                                 SendSlot slot, int psn) {
         int last = messageLastPsn[(int) (sendHead % messageLastPsn.length)];
-        if (slot.opcode != SendOpcode.RDMA_READ || sendHead >= sentEnd || Psn.compare(psn, slot.psn) < 0
+        if (slot.opcode != SendOpcode.RDMA_READ || !slot.started || Psn.compare(psn, slot.psn) < 0
             || Psn.compare(psn, last) > 0 || !RoceOpcode.has(opcode, RoceOpcode.PAYLOAD_MASK)) {
             completeSend(WorkCompletionStatus.BAD_RESP_ERR, 0, 0);
             return;
@@ -715,7 +750,8 @@ final class RoceQueuePair extends AbstractQueuePair {
         int payload = length - payloadAt - inBth.padCount() - RoceOpcode.ICRC_LENGTH;
         boolean end = RoceOpcode.has(opcode, RoceOpcode.END_MASK);
         long expected = Math.min(mtu, slot.length - offset);
-        if (payload != expected || end != (psn == last)) {
+        // END closes each request of a long READ; the READ's own last PSN must carry it
+        if (payload != expected || (psn == last && !end)) {
             completeSend(WorkCompletionStatus.BAD_RESP_ERR, 0, 0);
             return;
         }
@@ -727,8 +763,7 @@ final class RoceQueuePair extends AbstractQueuePair {
         int before = lastAckedPsn;
         lastAckedPsn = psn;
         afterAcknowledge(before);
-        if (end) {
-            readAtomicInFlight = Math.max(0, readAtomicInFlight - 1);
+        if (psn == last) {
             completeSend(WorkCompletionStatus.SUCCESS, (int) slot.length, 0);
         }
     }
@@ -749,7 +784,6 @@ final class RoceQueuePair extends AbstractQueuePair {
         int before = lastAckedPsn;
         lastAckedPsn = psn;
         afterAcknowledge(before);
-        readAtomicInFlight = Math.max(0, readAtomicInFlight - 1);
         completeSend(WorkCompletionStatus.SUCCESS, 8, 0);
     }
 

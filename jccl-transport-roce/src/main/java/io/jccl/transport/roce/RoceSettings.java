@@ -25,8 +25,13 @@ import java.util.List;
  * @param pKeys the port's P_Key table ({@code JCCL_ROCE_PKEYS}, comma-separated, hexadecimal with 0x or decimal;
  *     default the single default P_Key 0xFFFF). A queue pair's pkey_index picks the entry it sends with; a packet
  *     whose P_Key does not match its queue pair's entry is dropped and counted in bad_pkey_cntr
+ * @param ackTimeoutFloorUs the shortest local ACK timeout a queue pair uses, in microseconds
+ *     ({@code JCCL_ROCE_ACK_TIMEOUT_FLOOR_US}, default 32768, about timeout code 13; 0 = exactly 4.096 µs ·
+ *     2^timeout as rxe). The peer is a process that may pause for milliseconds (GC, JIT, a loaded host): a shorter
+ *     timer turns such a pause into retries and, with a small retry_cnt, into RETRY_EXC_ERR
  */
-public record RoceSettings(String address, int port, int pathMtuBytes, List<Integer> pKeys) {
+public record RoceSettings(String address, int port, int pathMtuBytes, List<Integer> pKeys,
+                           long ackTimeoutFloorUs) {
     /** Variable that sets {@link #address()}. */
     public static final String ADDRESS_ENV = "JCCL_ROCE_ADDRESS";
     /** Variable that sets {@link #port()}. */
@@ -44,9 +49,14 @@ public record RoceSettings(String address, int port, int pathMtuBytes, List<Inte
     /** Most entries of a port's P_Key table (rxe's max_pkeys). */
     public static final int MAX_PKEYS = 64;
 
-    /** Settings with the default P_Key table (0xFFFF only). */
+    /** Variable that sets {@link #ackTimeoutFloorUs()}. */
+    public static final String ACK_TIMEOUT_FLOOR_ENV = "JCCL_ROCE_ACK_TIMEOUT_FLOOR_US";
+    /** Default {@link #ackTimeoutFloorUs()}. */
+    public static final long DEFAULT_ACK_TIMEOUT_FLOOR_US = 32_768;
+
+    /** Settings with the default P_Key table (0xFFFF only) and ACK timeout floor. */
     public RoceSettings(String address, int port, int pathMtuBytes) {
-        this(address, port, pathMtuBytes, List.of(DEFAULT_PKEY));
+        this(address, port, pathMtuBytes, List.of(DEFAULT_PKEY), DEFAULT_ACK_TIMEOUT_FLOOR_US);
     }
 
     /** Validates the values. */
@@ -78,6 +88,9 @@ public record RoceSettings(String address, int port, int pathMtuBytes, List<Inte
             }
         }
         pKeys = List.copyOf(pKeys);
+        if (ackTimeoutFloorUs < 0 || ackTimeoutFloorUs > 10_000_000) {
+            throw new IllegalArgumentException(ACK_TIMEOUT_FLOOR_ENV + "=" + ackTimeoutFloorUs + " outside 0..10000000");
+        }
     }
 
     /**
@@ -92,7 +105,8 @@ public record RoceSettings(String address, int port, int pathMtuBytes, List<Inte
     public static RoceSettings fromConfig() {
         return new RoceSettings(Config.value(ADDRESS_ENV, DEFAULT_ADDRESS), intValue(PORT_ENV,
             Icrc.ROCE_V2_UDP_PORT), intValue(MTU_ENV, DEFAULT_PATH_MTU_BYTES),
-            parsePKeys(Config.value(PKEYS_ENV, "0xFFFF")));
+            parsePKeys(Config.value(PKEYS_ENV, "0xFFFF")),
+            Config.longValue(ACK_TIMEOUT_FLOOR_ENV, DEFAULT_ACK_TIMEOUT_FLOOR_US));
     }
 
     /** Parses a comma-separated P_Key list ("0xFFFF,0x8001"). */
@@ -112,17 +126,22 @@ public record RoceSettings(String address, int port, int pathMtuBytes, List<Inte
 
     /** These settings with another port. */
     public RoceSettings withPort(int newPort) {
-        return new RoceSettings(address, newPort, pathMtuBytes, pKeys);
+        return new RoceSettings(address, newPort, pathMtuBytes, pKeys, ackTimeoutFloorUs);
     }
 
     /** These settings with another port MTU. */
     public RoceSettings withPathMtuBytes(int newPathMtuBytes) {
-        return new RoceSettings(address, port, newPathMtuBytes, pKeys);
+        return new RoceSettings(address, port, newPathMtuBytes, pKeys, ackTimeoutFloorUs);
     }
 
     /** These settings with another P_Key table. */
     public RoceSettings withPKeys(List<Integer> newPKeys) {
-        return new RoceSettings(address, port, pathMtuBytes, newPKeys);
+        return new RoceSettings(address, port, pathMtuBytes, newPKeys, ackTimeoutFloorUs);
+    }
+
+    /** These settings with another ACK timeout floor (0 = rxe's exact timer). */
+    public RoceSettings withAckTimeoutFloorUs(long newAckTimeoutFloorUs) {
+        return new RoceSettings(address, port, pathMtuBytes, pKeys, newAckTimeoutFloorUs);
     }
 
     /** The address as an {@link InetAddress} (a literal: never a DNS lookup). */

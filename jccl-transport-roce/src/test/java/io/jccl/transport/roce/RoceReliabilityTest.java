@@ -75,7 +75,13 @@ class RoceReliabilityTest {
     }
 
     private void connect(Options o) {
-        connect(o, new RoceSettings("127.0.0.1", 0, o.mtu()), new RoceSettings("127.0.0.1", 0, o.mtu()), 0, 0);
+        RoceSettings settings = exactTimer(o.mtu());
+        connect(o, settings, settings, 0, 0);
+    }
+
+    /** Loopback settings with rxe's exact ACK timer (no floor), so that timer tests run in milliseconds. */
+    private static RoceSettings exactTimer(int mtu) {
+        return new RoceSettings("127.0.0.1", 0, mtu).withAckTimeoutFloorUs(0);
     }
 
     private void connect(Options o, RoceSettings settingsA, RoceSettings settingsB, int pkeyIndexA, int pkeyIndexB) {
@@ -186,7 +192,7 @@ class RoceReliabilityTest {
         SplittableRandom random = new SplittableRandom(seed + 1);
         int rounds = 30;
         for (int round = 0; round < rounds; round++) {
-            int writeLength = 1 + random.nextInt(64 << 10);
+            int writeLength = 1 + random.nextInt(200 << 10); // READs longer than the window: several requests
             int writeOffset = random.nextInt(size - writeLength + 1);
             int sendLength = random.nextInt(20_000);
             int sendOffset = random.nextInt(size - sendLength + 1);
@@ -407,7 +413,7 @@ class RoceReliabilityTest {
 
     @Test
     void shouldDropPacketsOfAnotherPartitionAndCountThem() {
-        RoceSettings settings = new RoceSettings("127.0.0.1", 0, 1024);
+        RoceSettings settings = exactTimer(1024);
         Options o = Options.of(8, 1);
         // A sends with 0x8001 (index 1); B's QP accepts the default partition only
         connect(o, settings.withPKeys(List.of(0xFFFF, 0x8001)), settings, 1, 0);
@@ -421,7 +427,7 @@ class RoceReliabilityTest {
 
     @Test
     void shouldConnectInsideANonDefaultPartition() {
-        RoceSettings settings = new RoceSettings("127.0.0.1", 0, 1024).withPKeys(List.of(0xFFFF, 0x8001));
+        RoceSettings settings = exactTimer(1024).withPKeys(List.of(0xFFFF, 0x8001));
         // a limited member (0x0001) talks to a full member (0x8001) of partition 1
         connect(Options.of(14, 7), settings, settings.withPKeys(List.of(0xFFFF, 0x0001)), 1, 1);
         MemoryRegion source = a.pd().allocateMemory(4096, ALL);
