@@ -359,14 +359,19 @@ final class RoceQueuePair extends AbstractQueuePair {
      * packet (rxe's {@code req.psn = first + num_pkt}). A READ longer than the window goes out as several requests
      * of at most a window of responses each, each sent when the window allows: the responder answers a request at
      * once, and a burst larger than the receive socket buffer would be dropped by the kernel and resent, again and
-     * again (hardware has the same trouble without a lossless fabric; rxe does not split).
+     * again (rxe does not split; hardware relies on a lossless fabric).
      */
     private boolean sendReadOrAtomic(SendSlot slot, int mtu) {
         int opcode;
         int lastPsn;
         long chunk = 0;
         if (slot.opcode == SendOpcode.RDMA_READ) {
-            chunk = Math.min(slot.length - slot.progress, (long) windowPsns * mtu);
+            // Requests cover fixed spans of the READ (windowPsns responses each), also when one resumes after a
+            // loss: a resent request then lies inside one the responder executed, which it answers again, and
+            // never reaches past it into one it has not seen (that one it would drop as no duplicate of its own).
+            long span = (long) windowPsns * mtu;
+            long spanEnd = Math.min(slot.length, (slot.progress / span + 1) * span);
+            chunk = spanEnd - slot.progress;
             opcode = RoceOpcode.RDMA_READ_REQUEST;
             bth.wrap(tx, 0).init(opcode, 0, pKey, destQpNumber, sqPsn).ackRequest(true);
             reth.wrap(tx, RoceOpcode.rethOffset(opcode)).virtualAddress(slot.remoteAddress + slot.progress)
