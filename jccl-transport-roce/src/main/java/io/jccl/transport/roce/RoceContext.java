@@ -54,6 +54,8 @@ final class RoceContext extends AbstractContext {
     private final Thread receiver;
     private final Thread timer;
     private volatile boolean closing;
+    /** Datagrams whose handling threw (a bug: checks drop bad input without throwing); receive thread writes. */
+    private volatile long receiveFailures;
     /** The port's P_Key table. */
     private final int[] pKeys;
     /** Test hook: packets it drops never reach the socket (package-private: loss injection only). */
@@ -178,6 +180,11 @@ final class RoceContext extends AbstractContext {
         return Math.max(io.jccl.verbs.RnrTimer.ackTimeoutNs(code), settings.ackTimeoutFloorUs() * 1000);
     }
 
+    /** How many datagrams made the receive thread catch an exception (tests assert none). */
+    long receiveFailures() {
+        return receiveFailures;
+    }
+
     /** Installs (or, with null, removes) the loss-injection filter on the send path. */
     void dropFilter(PacketFilter filter) {
         dropFilter = filter;
@@ -284,6 +291,7 @@ final class RoceContext extends AbstractContext {
                     return;
                 }
                 counterSet().increment(Counter.PORT_RCV_ERRORS);
+                receiveFailures++;
                 Log.get().warn(-1, Log.Subsys.NET, "roce0: receive failed: " + e);
             }
         }

@@ -89,7 +89,8 @@ public record RoceSettings(String address, int port, int pathMtuBytes, List<Inte
         }
         pKeys = List.copyOf(pKeys);
         if (ackTimeoutFloorUs < 0 || ackTimeoutFloorUs > 10_000_000) {
-            throw new IllegalArgumentException(ACK_TIMEOUT_FLOOR_ENV + "=" + ackTimeoutFloorUs + " outside 0..10000000");
+            throw new IllegalArgumentException(ACK_TIMEOUT_FLOOR_ENV + "=" + ackTimeoutFloorUs
+                + " outside 0..10000000");
         }
     }
 
