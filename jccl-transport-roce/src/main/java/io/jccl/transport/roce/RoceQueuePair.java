@@ -235,6 +235,18 @@ final class RoceQueuePair extends AbstractQueuePair {
         if (to == QueuePairState.READY_TO_SEND && from == QueuePairState.SEND_QUEUE_DRAINED) {
             transmit(); // sends posted while drained start now
         }
+        if (to == QueuePairState.RESET) {
+            // a reset QP starts over: nothing of the old connection's responder or timers survives
+            msn = 0;
+            nakSent = false;
+            inMessage = false;
+            writeRegion = null;
+            java.util.Arrays.fill(atomicPsn, -1);
+            atomicNext = 0;
+            retransmitDeadlineNs = 0;
+            rnrDeadlineNs = 0;
+            startedRetry = false;
+        }
     }
 
     @Override
@@ -278,7 +290,7 @@ final class RoceQueuePair extends AbstractQueuePair {
             return; // the timer thread resumes the queue when the RNR wait ends
         }
         int mtu = mtuBytes();
-        while (sendNext < sendTail && state == QueuePairState.READY_TO_SEND) {
+        while (sendNext < sendTail && mayTransmit()) {
             SendSlot slot = sendSlot(sendNext);
             boolean readAtomic = isReadOrAtomic(slot.opcode);
             if (!slot.started) {
@@ -334,6 +346,15 @@ final class RoceQueuePair extends AbstractQueuePair {
                 advanceSendPsn(Psn.next(sqPsn));
             }
         }
+    }
+
+    /**
+     * Whether the request at {@link #sendNext} may go out: in RTS any; in SQD only one that had started (a retry
+     * while the send queue drains), new ones wait for RTS.
+     */
+    private boolean mayTransmit() {
+        return state == QueuePairState.READY_TO_SEND || (state == QueuePairState.SEND_QUEUE_DRAINED
+            && (sendNext < sentEnd || sendSlot(sendNext).started));
     }
 
     /** The message at {@link #sendNext} went out up to {@code lastPsn}: record it and move on. */

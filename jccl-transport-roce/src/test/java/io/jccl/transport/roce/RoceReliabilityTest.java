@@ -270,6 +270,53 @@ class RoceReliabilityTest {
     }
 
     @Test
+    void shouldRetransmitWhileTheSendQueueDrains() {
+        connect(Options.of(8, 7));
+        AtomicBoolean once = new AtomicBoolean();
+        contextA.dropFilter((packet, length) -> opcode(packet) == RoceOpcode.RDMA_WRITE_LAST
+            && once.compareAndSet(false, true));
+        MemoryRegion source = a.pd().allocateMemory(8192, ALL);
+        MemoryRegion target = b.pd().allocateMemory(8192, ALL);
+        fill(source, 11);
+        a.qp().postSend(new SendWorkRequest().wrId(1).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+            .local(source, 0, 5000).remote(target.address(), target.rkey()));
+        // SQD starts nothing new, but what was sent must still complete, lost packets included
+        a.qp().modify(new QueuePairAttributes().state(QueuePairState.SEND_QUEUE_DRAINED));
+        pollSuccess(a.cq());
+        assertTrue(once.get());
+        assertSameBytes(source, 0, target, 0, 5000);
+    }
+
+    @Test
+    void shouldForgetAHalfReceivedMessageWhenReset() {
+        connect(Options.of(0, 7));
+        AtomicInteger packets = new AtomicInteger();
+        contextA.dropFilter((packet, length) -> packets.incrementAndGet() > 1); // only the WRITE's FIRST arrives
+        MemoryRegion source = a.pd().allocateMemory(8192, ALL);
+        MemoryRegion target = b.pd().allocateMemory(8192, ALL);
+        fill(source, 12);
+        a.qp().postSend(new SendWorkRequest().wrId(1).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+            .local(source, 0, 3000).remote(target.address(), target.rkey()));
+        await(() -> b.counter(Counter.RCVD_PKTS) >= 1, "the first packet");
+        for (QueuePair qp : List.of(a.qp(), b.qp())) {
+            qp.modify(new QueuePairAttributes().state(QueuePairState.RESET));
+            qp.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
+        }
+        contextA.dropFilter(null);
+        a.qp().modify(QueuePairAttributes.toReadyToReceive(b.qp().localEndpoint()).rqPsn(500));
+        b.qp().modify(QueuePairAttributes.toReadyToReceive(a.qp().localEndpoint()).rqPsn(500));
+        a.qp().modify(QueuePairAttributes.toReadyToSend(500));
+        b.qp().modify(QueuePairAttributes.toReadyToSend(500));
+        // a SEND_ONLY would be "out of message order" to a responder that still thought it was inside the WRITE
+        b.qp().postReceive(new ReceiveWorkRequest().wrId(2).local(target, 4096, 4096));
+        a.qp().postSend(new SendWorkRequest().wrId(3).opcode(SendOpcode.SEND).flags(SendFlag.SIGNALED)
+            .local(source, 0, 100));
+        assertEquals(3, pollSuccess(a.cq()).wrId());
+        assertEquals(100, pollSuccess(b.cq()).byteLength());
+        assertSameBytes(source, 0, target, 4096, 100);
+    }
+
+    @Test
     void shouldFailWithRetryExceededAndEnterError() {
         connect(Options.of(5, 2)); // 131 µs, two retries
         contextA.dropFilter((packet, length) -> true); // the peer is unreachable
