@@ -38,7 +38,25 @@ public enum Counter {
     /** SEND messages sent. */
     RDMA_SENDS("rdma_sends"),
     /** Duplicate requests received. */
-    DUPLICATE_REQUEST("duplicate_request");
+    DUPLICATE_REQUEST("duplicate_request"),
+    /** RoCE packets sent (rxe's sent_pkts: requests, responses and ACKs). */
+    SENT_PKTS("sent_pkts"),
+    /** RoCE packets received that passed the port checks and reached a queue pair (rxe's rcvd_pkts). */
+    RCVD_PKTS("rcvd_pkts"),
+    /** Requests received beyond the expected PSN (rxe's out_of_seq_request; a PSN sequence NAK goes out once). */
+    OUT_OF_SEQ_REQUEST("out_of_seq_request"),
+    /** PSN sequence error NAKs received, and responses received beyond the expected PSN (rxe's rcvd_seq_err). */
+    RCVD_SEQ_ERR("rcvd_seq_err"),
+    /** Requests executed without an ACK because the requester did not ask for one (rxe's ack_deferred). */
+    ACK_DEFERRED("ack_deferred"),
+    /** Sends completed with RETRY_EXC_ERR (rxe's retry_exceeded_err). */
+    RETRY_EXCEEDED_ERR("retry_exceeded_err"),
+    /** Sends completed with RNR_RETRY_EXC_ERR (rxe's rnr_retry_exceeded_err). */
+    RNR_RETRY_EXCEEDED_ERR("rnr_retry_exceeded_err"),
+    /** Go-back-N retransmissions started, by a NAK, a lost response or the ACK timeout (rxe's completer_retry_err). */
+    COMPLETER_RETRY_ERR("completer_retry_err"),
+    /** Packets dropped because their P_Key is not in the port's table (bad_pkey_cntr of the IB port counters). */
+    BAD_PKEY_CNTR("bad_pkey_cntr");
 
     private final String linuxName;
 

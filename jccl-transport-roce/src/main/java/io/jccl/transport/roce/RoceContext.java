@@ -26,6 +26,7 @@ import java.nio.ByteBuffer;
 import java.nio.channels.ClosedChannelException;
 import java.nio.channels.DatagramChannel;
 import java.util.List;
+import java.util.concurrent.locks.LockSupport;
 
 /**
  * A roce context: one UDP socket, bound to a specific IPv4 address, and one receive thread that checks each
@@ -51,7 +52,28 @@ final class RoceContext extends AbstractContext {
     private final String addressText;
     private final DeviceAttributes attributes;
     private final Thread receiver;
+    private final Thread timer;
     private volatile boolean closing;
+    /** Datagrams whose handling threw (a bug: checks drop bad input without throwing); receive thread writes. */
+    private volatile long receiveFailures;
+    /** The port's P_Key table. */
+    private final int[] pKeys;
+    /** Test hook: packets it drops never reach the socket (package-private: loss injection only). */
+    private volatile PacketFilter dropFilter;
+    /** Queue pairs with timers (copy-on-write: the timer thread reads it without a lock or an iterator). */
+    private volatile RoceQueuePair[] timed = new RoceQueuePair[0];
+    /** When the timer thread plans to wake next (System.nanoTime). */
+    private volatile long timerWakeNs;
+    /** Set when a timer was armed while the timer thread was scanning: it scans again before sleeping. */
+    private volatile boolean timerRescan;
+    /** Longest the timer thread sleeps: an upper bound on how late a deadline armed during a scan is noticed. */
+    private static final long TIMER_IDLE_NS = 10_000_000L;
+
+    /** Decides whether a packet about to be sent is lost instead (loss injection in tests). */
+    interface PacketFilter {
+        /** Whether to drop {@code packet}'s bytes 0..length (the ICRC is in place; do not change the buffer). */
+        boolean drop(ByteBuffer packet, int length);
+    }
 
     // Receive thread only.
     private final ByteBuffer rx = ByteBuffer.allocateDirect(64 << 10);
@@ -88,9 +110,11 @@ final class RoceContext extends AbstractContext {
         PathMtu mtu = pathMtu(settings.pathMtuBytes());
         attributes = new DeviceAttributes(device.name(), RoceProvider.NAME, "InfiniBand (0)", "0.1.0",
             device.guid(), 0, 0, 0, 1L << 40, 4096, 0x10000, 0x4000, 32, 65536, 1 << 20, 1 << 20, 1 << 16, 128,
-            128, MAX_INLINE, AtomicCapability.ATOMIC_NONE, List.of(new PortAttributes(1, PortState.ACTIVE,
+            128, MAX_INLINE, AtomicCapability.ATOMIC_GLOB, List.of(new PortAttributes(1, PortState.ACTIVE,
             PathMtu.MTU_4096, mtu, LinkLayer.ETHERNET.displayName(), MAX_MESSAGE, addressText)));
+        pKeys = settings.pKeys().stream().mapToInt(Integer::intValue).toArray();
         receiver = Thread.ofPlatform().daemon().name("jccl-roce-rx-" + localPort).start(this::receiveLoop);
+        timer = Thread.ofPlatform().daemon().name("jccl-roce-timer-" + localPort).start(this::timerLoop);
     }
 
     static PathMtu pathMtu(int bytes) {
@@ -135,6 +159,97 @@ final class RoceContext extends AbstractContext {
         return receiveBufferBytes;
     }
 
+    /**
+     * The P_Key at {@code index} of the port's table.
+     *
+     * @throws VerbsException for an index outside the table
+     */
+    int pKey(int index) {
+        if (index < 0 || index >= pKeys.length) {
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, "roce0: pkey_index " + index
+                + " outside the port's P_Key table of " + pKeys.length + " (" + RoceSettings.PKEYS_ENV + ")");
+        }
+        return pKeys[index];
+    }
+
+    /** The local ACK timeout for {@code code}: 4.096 µs · 2^code, at least the configured floor; 0 = none. */
+    long ackTimeoutNs(int code) {
+        if (code == 0) {
+            return 0;
+        }
+        return Math.max(io.jccl.verbs.RnrTimer.ackTimeoutNs(code), settings.ackTimeoutFloorUs() * 1000);
+    }
+
+    /** How many datagrams made the receive thread catch an exception (tests assert none). */
+    long receiveFailures() {
+        return receiveFailures;
+    }
+
+    /** Installs (or, with null, removes) the loss-injection filter on the send path. */
+    void dropFilter(PacketFilter filter) {
+        dropFilter = filter;
+    }
+
+    /** Lets the timer thread serve {@code qp}'s ACK and RNR timers. */
+    synchronized void addTimed(RoceQueuePair qp) {
+        for (RoceQueuePair q : timed) {
+            if (q == qp) {
+                return;
+            }
+        }
+        RoceQueuePair[] next = java.util.Arrays.copyOf(timed, timed.length + 1);
+        next[timed.length] = qp;
+        timed = next;
+    }
+
+    /** Stops serving {@code qp}'s timers (it is being destroyed). */
+    synchronized void removeTimed(RoceQueuePair qp) {
+        RoceQueuePair[] current = timed;
+        for (int i = 0; i < current.length; i++) {
+            if (current[i] == qp) {
+                RoceQueuePair[] next = new RoceQueuePair[current.length - 1];
+                System.arraycopy(current, 0, next, 0, i);
+                System.arraycopy(current, i + 1, next, i, current.length - i - 1);
+                timed = next;
+                return;
+            }
+        }
+    }
+
+    /** A queue pair armed a timer for {@code deadlineNs}: wake the timer thread if it would sleep past it. */
+    void timerArmed(long deadlineNs) {
+        timerRescan = true;
+        if (deadlineNs - timerWakeNs < 0) {
+            LockSupport.unpark(timer);
+        }
+    }
+
+    private void timerLoop() {
+        while (!closing) {
+            timerRescan = false;
+            long now = System.nanoTime();
+            long wake = now + TIMER_IDLE_NS;
+            for (RoceQueuePair qp : timed) {
+                try {
+                    long deadline = qp.onTimer(now);
+                    if (deadline != 0 && deadline - wake < 0) {
+                        wake = deadline;
+                    }
+                } catch (RuntimeException e) {
+                    Log.get().warn(-1, Log.Subsys.NET, "roce0: timer of " + qp + " failed: " + e);
+                }
+            }
+            timerWakeNs = wake;
+            if (timerRescan) {
+                continue;
+            }
+            long sleep = wake - System.nanoTime();
+            if (sleep > 0) {
+                LockSupport.parkNanos(this, sleep);
+            }
+        }
+    }
+
     /** The port MTU in bytes (a QP uses the smaller of this and its path MTU). */
     int portMtuBytes() {
         return settings.pathMtuBytes();
@@ -146,6 +261,10 @@ final class RoceContext extends AbstractContext {
      * @throws IOException when the socket fails
      */
     void send(ByteBuffer packet, int length, InetSocketAddress to) throws IOException {
+        PacketFilter filter = dropFilter;
+        if (filter != null && filter.drop(packet, length)) {
+            return; // lost on the way (tests)
+        }
         packet.limit(length).position(0);
         try {
             channel.send(packet, to);
@@ -153,7 +272,8 @@ final class RoceContext extends AbstractContext {
             packet.clear(); // flyweights use absolute indexes, which must stay below the limit
         }
         counterSet().increment(Counter.PORT_XMIT_PACKETS);
-        counterSet().add(Counter.PORT_XMIT_DATA, length >> 2); // in 4-byte words, as the IB counter
+        counterSet().increment(Counter.SENT_PKTS);
+        counterSet().add(Counter.PORT_XMIT_DATA, length); // bytes, as every JCCL data counter
     }
 
     private void receiveLoop() {
@@ -171,6 +291,7 @@ final class RoceContext extends AbstractContext {
                     return;
                 }
                 counterSet().increment(Counter.PORT_RCV_ERRORS);
+                receiveFailures++;
                 Log.get().warn(-1, Log.Subsys.NET, "roce0: receive failed: " + e);
             }
         }
@@ -179,7 +300,7 @@ final class RoceContext extends AbstractContext {
     /** Checks one datagram and dispatches it; anything malformed is dropped and counted, never thrown. */
     private void onDatagram(InetSocketAddress from, int length) {
         counterSet().increment(Counter.PORT_RCV_PACKETS);
-        counterSet().add(Counter.PORT_RCV_DATA, length >> 2);
+        counterSet().add(Counter.PORT_RCV_DATA, length);
         if (length < BthFlyweight.LENGTH + RoceOpcode.ICRC_LENGTH) {
             counterSet().increment(Counter.PORT_RCV_ERRORS);
             return;
@@ -187,8 +308,7 @@ final class RoceContext extends AbstractContext {
         BthFlyweight bth = rxBth.wrap(rx, 0);
         int opcode = bth.opcode();
         if (!RoceOpcode.isKnown(opcode) || opcode == RoceOpcode.CNP || bth.transportVersion() != 0
-            || length < RoceOpcode.headerLength(opcode) + bth.padCount() + RoceOpcode.ICRC_LENGTH
-            || bth.pKey() != BthFlyweight.DEFAULT_PKEY) {
+            || length < RoceOpcode.headerLength(opcode) + bth.padCount() + RoceOpcode.ICRC_LENGTH) {
             counterSet().increment(Counter.PORT_RCV_ERRORS);
             return;
         }
@@ -207,16 +327,19 @@ final class RoceContext extends AbstractContext {
             counterSet().increment(Counter.PORT_RCV_ERRORS);
             return;
         }
+        counterSet().increment(Counter.RCVD_PKTS);
         roce.onPacket(rx, rxSegment, length, from);
     }
 
     @Override
     protected void closeProvider() {
         closing = true;
+        LockSupport.unpark(timer);
         closeQuietly();
         if (Thread.currentThread() != receiver) {
             try {
                 receiver.join();
+                timer.join();
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }

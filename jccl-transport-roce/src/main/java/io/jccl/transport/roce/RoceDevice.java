@@ -10,8 +10,9 @@ import java.nio.file.Path;
 
 /**
  * The {@code roce0} device: a RoCEv2 endpoint on UDP. Opening it binds one datagram socket
- * ({@code JCCL_ROCE_ADDRESS}:{@code JCCL_ROCE_PORT}) and starts its receive thread. The data path is minimal so far
- * (RC SEND/RECV and RDMA WRITE, in order, no loss recovery): see {@code docs/transport-roce.md}.
+ * ({@code JCCL_ROCE_ADDRESS}:{@code JCCL_ROCE_PORT}) and starts its receive and timer threads. Reliable connected
+ * queue pairs as rxe: SEND/RECV, RDMA WRITE and READ, atomics, go-back-N loss recovery, RNR retry, P_Keys: see
+ * {@code docs/transport-roce.md}.
  */
 public final class RoceDevice implements Device {
     /** The device name. */

@@ -2,6 +2,8 @@ package io.jccl.transport.roce;
 
 import io.jccl.common.Log;
 import io.jccl.transport.roce.wire.AethFlyweight;
+import io.jccl.transport.roce.wire.AtomicAckEthFlyweight;
+import io.jccl.transport.roce.wire.AtomicEthFlyweight;
 import io.jccl.transport.roce.wire.BthFlyweight;
 import io.jccl.transport.roce.wire.Icrc;
 import io.jccl.transport.roce.wire.ImmDtFlyweight;
@@ -17,6 +19,7 @@ import io.jccl.verbs.QueuePairAttribute;
 import io.jccl.verbs.QueuePairAttributes;
 import io.jccl.verbs.QueuePairInitAttributes;
 import io.jccl.verbs.QueuePairState;
+import io.jccl.verbs.RnrTimer;
 import io.jccl.verbs.SendOpcode;
 import io.jccl.verbs.VerbsException;
 import io.jccl.verbs.WorkCompletionOpcode;
@@ -28,29 +31,46 @@ import io.jccl.verbs.spi.SoftMemoryRegion;
 
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.VarHandle;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 
 /**
- * A reliable-connected queue pair of roce0, minimal: the requester segments SEND and RDMA WRITE messages (with or
- * without immediate) by the path MTU and sends them in PSN order, at most {@link #WINDOW_PSNS} packets ahead of the
- * last ACK, asking for an ACK on each message's last packet and every {@link #ACK_EVERY_PSNS} packets (rxe's
- * cadence); the responder accepts packets strictly in PSN order, executes them against receive work requests or
- * registered memory, and ACKs or NAKs as rxe does. Where the kernel grants a small receive buffer
- * ({@code net.core.rmem_max}) the window shrinks so that one QP's packets fit in the peer's socket buffer: with no
- * retransmission yet, a packet the kernel drops would stall the QP.
+ * A reliable-connected queue pair of roce0, after rxe ({@code rxe_req.c}, {@code rxe_comp.c}, {@code rxe_resp.c}).
  *
- * <p><b>Not yet:</b> retransmission (a lost packet stalls the QP: no go-back-N, no ACK timeout), RNR retry (an RNR
- * NAK completes the send with RNR_RETRY_EXC_ERR, as rnr_retry 0 would), RDMA READ and atomics (LOC_QP_OP_ERR),
- * P_Keys other than the default, telling the peer when this QP enters ERR. All state is guarded by {@link #lock};
- * packets are built in one reusable direct buffer per QP: nothing is allocated per packet.
+ * <p><b>Requester.</b> SEND, RDMA WRITE (with or without immediate), RDMA READ and the two atomics go out in PSN
+ * order, at most {@link #WINDOW_PSNS} PSNs beyond the last acknowledged one, with AckReq on each message's last
+ * packet and every {@link #ACK_EVERY_PSNS} packets. READs and atomics in flight are limited by max_rd_atomic and
+ * a FENCE waits for them. ACKs, READ responses and atomic ACKs complete messages strictly in order. Loss is
+ * recovered by go-back-N from the first unacknowledged PSN ({@link #rewind()}, rxe's {@code req_retry}): on a PSN
+ * sequence error NAK, on a READ response or ACK that shows a response was lost, and when the local ACK timer
+ * (4.096 µs · 2^timeout; 0 = off) fires with PSNs outstanding. retry_cnt retries are allowed in a row (7 = no limit,
+ * as rxe), then the oldest send completes with RETRY_EXC_ERR and the QP enters ERR. An RNR NAK pauses the
+ * send queue for the peer's min_rnr_timer, then resends from the NAKed PSN; rnr_retry bounds that (7 = no
+ * limit). Any progress restores both retry budgets (rxe's {@code reset_retry_counters}).
+ *
+ * <p><b>Responder.</b> Requests are executed strictly in PSN order. A duplicate (PSN before the expected one) is
+ * never executed again: SEND and WRITE are re-ACKed, a READ is answered again from memory (its RETH is checked
+ * again), an atomic is answered from the cache of its original result (max_dest_rd_atomic entries), and one not
+ * in the cache is dropped. A PSN beyond the expected one gets one PSN sequence NAK, after which packets are
+ * dropped until the expected PSN arrives (rxe's {@code sent_psn_nak}).
+ *
+ * <p>All state is guarded by {@link #lock}; the context's receive thread, its timer thread and posting threads
+ * take it. Packets are built in one reusable direct buffer per QP: nothing is allocated per packet.
  */
 final class RoceQueuePair extends AbstractQueuePair {
-    /** Most packets in flight beyond the last acknowledged PSN (rxe's RXE_MAX_UNACKED_PSNS). */
+    /** Most PSNs in flight beyond the last acknowledged PSN (rxe's RXE_MAX_UNACKED_PSNS). */
     static final int WINDOW_PSNS = 128;
     /** AckReq at least this often within a long message (rxe's RXE_MAX_PKT_PER_ACK). */
     static final int ACK_EVERY_PSNS = 64;
+    /** Atomic results the responder remembers at most (rxe's max_qp_rd_atom). */
+    static final int MAX_RD_ATOMIC = 128;
+    /** retry_cnt and rnr_retry value that means "retry forever" (rxe treats both so). */
+    private static final int INFINITE_RETRIES = 7;
+    /** 64-bit atomics in the responder's native order, as the CPU sees them. */
+    private static final VarHandle LONG = ValueLayout.JAVA_LONG.varHandle();
 
     private final RoceContext roce;
     private final ByteBuffer tx = ByteBuffer.allocateDirect(MessageSegmenter.MAX_MTU + 64);
@@ -59,29 +79,50 @@ final class RoceQueuePair extends AbstractQueuePair {
     private final RethFlyweight reth = new RethFlyweight();
     private final ImmDtFlyweight immDt = new ImmDtFlyweight();
     private final AethFlyweight aeth = new AethFlyweight();
+    private final AtomicEthFlyweight atomicEth = new AtomicEthFlyweight();
+    private final AtomicAckEthFlyweight atomicAckEth = new AtomicAckEthFlyweight();
     private final Icrc icrc = new Icrc();
     // receive-side views (receive thread, under the lock)
     private final BthFlyweight inBth = new BthFlyweight();
     private final RethFlyweight inReth = new RethFlyweight();
     private final ImmDtFlyweight inImmDt = new ImmDtFlyweight();
     private final AethFlyweight inAeth = new AethFlyweight();
+    private final AtomicEthFlyweight inAtomicEth = new AtomicEthFlyweight();
+    private final AtomicAckEthFlyweight inAtomicAckEth = new AtomicAckEthFlyweight();
 
     private InetSocketAddress remoteSocket;
     private int remoteIpv4;
     private int remotePort;
     /** The source port rdma_get_udp_sport gives this QP pair; see docs/transport-roce.md for why it is not used. */
     private int flowUdpSourcePort;
+    /** The P_Key this QP sends and accepts (the port's table entry at pkey_index). */
+    private int pKey = BthFlyweight.DEFAULT_PKEY;
 
-    // requester
+    // ------------------------------------------------------------------ requester
+    /** Last PSN the peer acknowledged (rxe's comp.psn - 1). */
     private int lastAckedPsn;
-    /** Packets in flight at most: {@link #WINDOW_PSNS}, less where the socket buffer is small. */
+    /** One past the highest PSN ever sent: ACKs beyond a rewound {@link #sqPsn} up to here are still valid. */
+    private int sentEndPsn;
+    /** One past the highest send ring position whose last packet was sent (its {@link #messageLastPsn} is set). */
+    private long sentEnd;
+    /** PSNs in flight at most: {@link #WINDOW_PSNS}, less where the socket buffer is small. */
     private int windowPsns = WINDOW_PSNS;
     /** AckReq cadence within a message: half the window. */
     private int ackEveryPsns = ACK_EVERY_PSNS;
     /** Last PSN of each message, by send ring position (what an ACK must reach to complete it). */
     private final int[] messageLastPsn;
+    /** Transport retries left in a row (retry_cnt; progress restores it). */
+    private int retriesLeft;
+    /** RNR retries left in a row (rnr_retry; progress restores it). */
+    private int rnrRetriesLeft;
+    /** A go-back-N started and nothing was acknowledged since: a NAK does not start another (rxe). */
+    private boolean startedRetry;
+    /** When the local ACK timer fires (System.nanoTime), 0 when not armed. */
+    private volatile long retransmitDeadlineNs;
+    /** When an RNR wait ends and the send queue resumes, 0 when not waiting. */
+    private volatile long rnrDeadlineNs;
 
-    // responder
+    // ------------------------------------------------------------------ responder
     private int msn;
     private boolean nakSent;
     private boolean inMessage;
@@ -90,11 +131,16 @@ final class RoceQueuePair extends AbstractQueuePair {
     private SoftMemoryRegion writeRegion;
     private long writeAddress;
     private long writeLength;
+    /** Replay cache of executed atomics: PSN (-1 = empty) and the original value it returned. */
+    private final int[] atomicPsn = new int[MAX_RD_ATOMIC];
+    private final long[] atomicOriginal = new long[MAX_RD_ATOMIC];
+    private int atomicNext;
 
     RoceQueuePair(RoceProtectionDomain domain, RoceContext context, QueuePairInitAttributes init) {
         super(domain, init);
         this.roce = context;
         this.messageLastPsn = new int[init.maxSendWorkRequests()];
+        java.util.Arrays.fill(atomicPsn, -1);
     }
 
     @Override
@@ -102,7 +148,7 @@ final class RoceQueuePair extends AbstractQueuePair {
         return roce.addressText();
     }
 
-    /** Packets this QP sends beyond the last acknowledged PSN at most. */
+    /** PSNs this QP sends beyond the last acknowledged PSN at most. */
     int windowPsns() {
         return windowPsns;
     }
@@ -112,12 +158,35 @@ final class RoceQueuePair extends AbstractQueuePair {
         return flowUdpSourcePort;
     }
 
+    /**
+     * READ and atomic work requests sent and not completed, before {@link #sendNext} (bounded by max_rd_atomic;
+     * must hold the lock, as the send-path filter of tests does).
+     */
+    int readAtomicInFlight() {
+        int count = 0;
+        for (long i = sendHead; i < sendNext; i++) {
+            if (isReadOrAtomic(sendSlot(i).opcode)) {
+                count++;
+            }
+        }
+        return count;
+    }
+
+    /** The P_Key this QP sends with and accepts. */
+    int pKey() {
+        return pKey;
+    }
+
     boolean isClosedForInput() {
         return isClosed();
     }
 
     @Override
     protected void beforeTransition(QueuePairState from, QueuePairState to, QueuePairAttributes attributes) {
+        if (attributes.has(QueuePairAttribute.PKEY_INDEX)) {
+            // rejects an index outside the port's table before anything changes
+            roce.pKey(attributes.pkeyIndex());
+        }
         if (!attributes.has(QueuePairAttribute.ADDRESS_VECTOR)) {
             return;
         }
@@ -150,18 +219,39 @@ final class RoceQueuePair extends AbstractQueuePair {
 
     @Override
     protected void afterTransition(QueuePairState from, QueuePairState to) {
+        pKey = roce.pKey(pkeyIndex);
         if (to == QueuePairState.READY_TO_SEND && from == QueuePairState.READY_TO_RECEIVE) {
             lastAckedPsn = Psn.add(sqPsn, -1);
+            sentEndPsn = sqPsn;
+            sentEnd = sendHead;
+            retriesLeft = retryCount;
+            rnrRetriesLeft = rnrRetry;
             // a loopback skb costs about the payload plus 1 KiB of the receive buffer; leave room for other QPs
             int fit = roce.receiveBufferBytes() / (4 * (mtuBytes() + 1024));
             windowPsns = Math.clamp(fit, 2, WINDOW_PSNS);
             ackEveryPsns = Math.min(ACK_EVERY_PSNS, windowPsns / 2);
+            roce.addTimed(this);
+        }
+        if (to == QueuePairState.READY_TO_SEND && from == QueuePairState.SEND_QUEUE_DRAINED) {
+            transmit(); // sends posted while drained start now
+        }
+        if (to == QueuePairState.RESET) {
+            // a reset QP starts over: nothing of the old connection's responder or timers survives
+            msn = 0;
+            nakSent = false;
+            inMessage = false;
+            writeRegion = null;
+            java.util.Arrays.fill(atomicPsn, -1);
+            atomicNext = 0;
+            retransmitDeadlineNs = 0;
+            rnrDeadlineNs = 0;
+            startedRetry = false;
         }
     }
 
     @Override
     public int progress() {
-        return 0; // the context's receive thread and the posting thread do all the work
+        return 0; // the context's receive and timer threads and the posting thread do all the work
     }
 
     @Override
@@ -190,27 +280,55 @@ final class RoceQueuePair extends AbstractQueuePair {
         };
     }
 
-    /** Sends what the window allows (must hold the lock). */
+    private static boolean isReadOrAtomic(SendOpcode opcode) {
+        return opcode == SendOpcode.RDMA_READ || opcode.isAtomic();
+    }
+
+    /** Sends what the window, max_rd_atomic, fences and an RNR wait allow (must hold the lock). */
     private void transmit() {
+        if (rnrDeadlineNs != 0) {
+            return; // the timer thread resumes the queue when the RNR wait ends
+        }
         int mtu = mtuBytes();
-        while (sendNext < sendTail && state == QueuePairState.READY_TO_SEND) {
+        while (sendNext < sendTail && mayTransmit()) {
             SendSlot slot = sendSlot(sendNext);
-            int operation = operation(slot.opcode);
+            boolean readAtomic = isReadOrAtomic(slot.opcode);
             if (!slot.started) {
-                if (operation < 0 || !checkLocal(slot, false)) {
+                if (!checkLocal(slot, readAtomic)) {
                     if (sendNext != sendHead) {
                         return; // complete in order: wait until everything before it is acknowledged
                     }
-                    completeSend(operation < 0 ? WorkCompletionStatus.LOC_QP_OP_ERR
-                        : WorkCompletionStatus.LOC_PROT_ERR, 0, 0);
+                    completeSend(WorkCompletionStatus.LOC_PROT_ERR, 0, 0);
                     continue;
+                }
+                if ((readAtomic || slot.fenced()) && sendNext > sendHead) {
+                    int inFlight = readAtomicInFlight();
+                    if ((readAtomic && inFlight >= Math.max(1, maxRdAtomic)) || (slot.fenced() && inFlight > 0)) {
+                        return; // a READ/atomic response reopens it
+                    }
                 }
                 slot.started = true;
                 slot.progress = 0;
+                slot.psn = sqPsn;
+                if (slot.opcode == SendOpcode.RDMA_READ) {
+                    // known before the last request of a long READ leaves: responses are checked against it
+                    messageLastPsn[(int) (sendNext % messageLastPsn.length)] =
+                        Psn.add(sqPsn, MessageSegmenter.packetCount(slot.length, mtu) - 1);
+                }
             }
+            if (Psn.distance(lastAckedPsn, sqPsn) > windowPsns) {
+                return; // an ACK reopens the window
+            }
+            if (readAtomic) {
+                if (!sendReadOrAtomic(slot, mtu)) {
+                    return;
+                }
+                continue; // the window is checked again before the next request of a long READ
+            }
+            int operation = operation(slot.opcode);
             while (true) {
                 if (Psn.distance(lastAckedPsn, sqPsn) > windowPsns) {
-                    return; // an ACK reopens the window (onAcknowledge calls transmit)
+                    return;
                 }
                 int payload = (int) Math.min(mtu, slot.length - slot.progress);
                 boolean first = slot.progress == 0;
@@ -222,20 +340,93 @@ final class RoceQueuePair extends AbstractQueuePair {
                 }
                 slot.progress += payload;
                 if (last) {
-                    messageLastPsn[(int) (sendNext % messageLastPsn.length)] = sqPsn;
-                    sqPsn = Psn.next(sqPsn);
-                    sendNext++;
+                    messageSent(sqPsn);
                     break;
                 }
-                sqPsn = Psn.next(sqPsn);
+                advanceSendPsn(Psn.next(sqPsn));
             }
         }
+    }
+
+    /**
+     * Whether the request at {@link #sendNext} may go out: in RTS any; in SQD only one that had started (a retry
+     * while the send queue drains), new ones wait for RTS.
+     */
+    private boolean mayTransmit() {
+        return state == QueuePairState.READY_TO_SEND || (state == QueuePairState.SEND_QUEUE_DRAINED
+            && (sendNext < sentEnd || sendSlot(sendNext).started));
+    }
+
+    /** The message at {@link #sendNext} went out up to {@code lastPsn}: record it and move on. */
+    private void messageSent(int lastPsn) {
+        messageLastPsn[(int) (sendNext % messageLastPsn.length)] = lastPsn;
+        advanceSendPsn(Psn.next(lastPsn));
+        sendNext++;
+        if (sendNext > sentEnd) {
+            sentEnd = sendNext;
+        }
+    }
+
+    /** Moves {@link #sqPsn} on after a packet went out; {@link #sentEndPsn} follows the highest. */
+    private void advanceSendPsn(int psn) {
+        sqPsn = psn;
+        if (Psn.compare(psn, sentEndPsn) > 0) {
+            sentEndPsn = psn;
+        }
+    }
+
+    /**
+     * Sends the next READ request of {@code slot}, or an atomic request. A READ request takes one PSN per response
+     * packet (rxe's {@code req.psn = first + num_pkt}). A READ longer than the window goes out as several requests
+     * of at most a window of responses each, each sent when the window allows: the responder answers a request at
+     * once, and a burst larger than the receive socket buffer would be dropped by the kernel and resent, again and
+     * again (rxe does not split; hardware relies on a lossless fabric).
+     */
+    private boolean sendReadOrAtomic(SendSlot slot, int mtu) {
+        int opcode;
+        int lastPsn;
+        long chunk = 0;
+        if (slot.opcode == SendOpcode.RDMA_READ) {
+            // Requests cover fixed spans of the READ (windowPsns responses each), also when one resumes after a
+            // loss: a resent request then lies inside one the responder executed, which it answers again, and
+            // never reaches past it into one it has not seen (that one it would drop as no duplicate of its own).
+            long span = (long) windowPsns * mtu;
+            long spanEnd = Math.min(slot.length, (slot.progress / span + 1) * span);
+            chunk = spanEnd - slot.progress;
+            opcode = RoceOpcode.RDMA_READ_REQUEST;
+            bth.wrap(tx, 0).init(opcode, 0, pKey, destQpNumber, sqPsn).ackRequest(true);
+            reth.wrap(tx, RoceOpcode.rethOffset(opcode)).virtualAddress(slot.remoteAddress + slot.progress)
+                .rKey(slot.rkey).dmaLength((int) chunk);
+            lastPsn = Psn.add(sqPsn, MessageSegmenter.packetCount(chunk, mtu) - 1);
+        } else {
+            opcode = slot.opcode == SendOpcode.ATOMIC_CMP_AND_SWP ? RoceOpcode.COMPARE_SWAP : RoceOpcode.FETCH_ADD;
+            bth.wrap(tx, 0).init(opcode, 0, pKey, destQpNumber, sqPsn).ackRequest(true);
+            // ibv_post_send: compare_add is the compare value (CAS) or the addend (FETCH_ADD)
+            atomicEth.wrap(tx, RoceOpcode.atomicEthOffset(opcode)).virtualAddress(slot.remoteAddress)
+                .rKey(slot.rkey);
+            if (opcode == RoceOpcode.COMPARE_SWAP) {
+                atomicEth.swapOrAdd(slot.swap).compare(slot.compareAdd);
+            } else {
+                atomicEth.swapOrAdd(slot.compareAdd).compare(0);
+            }
+            lastPsn = sqPsn;
+        }
+        if (!transmitPacket(RoceOpcode.packetLength(opcode, 0), true)) {
+            return false;
+        }
+        slot.progress += chunk;
+        if (slot.opcode == SendOpcode.RDMA_READ && slot.progress < slot.length) {
+            advanceSendPsn(Psn.next(lastPsn)); // more requests of this READ follow
+        } else {
+            messageSent(lastPsn);
+        }
+        return true;
     }
 
     private boolean sendRequest(SendSlot slot, int opcode, int payload, boolean ackRequest) {
         int pad = RoceOpcode.padCount(payload);
         int length = RoceOpcode.packetLength(opcode, payload);
-        bth.wrap(tx, 0).init(opcode, pad, BthFlyweight.DEFAULT_PKEY, destQpNumber, sqPsn).ackRequest(ackRequest);
+        bth.wrap(tx, 0).init(opcode, pad, pKey, destQpNumber, sqPsn).ackRequest(ackRequest);
         int rethAt = RoceOpcode.rethOffset(opcode);
         if (rethAt >= 0) {
             reth.wrap(tx, rethAt).virtualAddress(slot.remoteAddress).rKey(slot.rkey).dmaLength(slot.length);
@@ -261,29 +452,144 @@ final class RoceQueuePair extends AbstractQueuePair {
             || opcode == RoceOpcode.SEND_ONLY_WITH_IMMEDIATE) {
             context.counterSet().increment(Counter.RDMA_SENDS);
         }
-        return transmitPacket(length);
+        return transmitPacket(length, true);
     }
 
-    private boolean transmitPacket(int length) {
+    /** Puts the ICRC on the packet in {@link #tx} and sends it; a request arms the local ACK timer if it is off. */
+    private boolean transmitPacket(int length, boolean request) {
         int value = icrc.computeIpv4(roce.localIpv4(), remoteIpv4, 0, RoceContext.DONT_FRAGMENT, roce.localPort(),
             remotePort, tx, 0, length);
         Icrc.put(tx, 0, length, value);
         try {
             roce.send(tx, length, remoteSocket);
-            return true;
         } catch (IOException e) {
             Log.get().warn(-1, Log.Subsys.NET, "roce0: QP 0x" + Integer.toHexString(queuePairNumber)
                 + ": send failed: " + e);
             enterError("send failed: " + e.getMessage());
             return false;
         }
+        if (request && retransmitDeadlineNs == 0 && timeout != 0) {
+            armRetransmitTimer();
+        }
+        return true;
+    }
+
+    private void armRetransmitTimer() {
+        long deadline = System.nanoTime() + roce.ackTimeoutNs(timeout);
+        retransmitDeadlineNs = deadline == 0 ? 1 : deadline;
+        roce.timerArmed(deadline);
     }
 
     private void sendAcknowledge(int psn, int syndrome) {
         int length = RoceOpcode.packetLength(RoceOpcode.ACKNOWLEDGE, 0);
-        bth.wrap(tx, 0).init(RoceOpcode.ACKNOWLEDGE, 0, BthFlyweight.DEFAULT_PKEY, destQpNumber, psn);
+        bth.wrap(tx, 0).init(RoceOpcode.ACKNOWLEDGE, 0, pKey, destQpNumber, psn);
         aeth.wrap(tx, BthFlyweight.LENGTH).syndrome(syndrome).msn(msn);
-        transmitPacket(length);
+        transmitPacket(length, false);
+    }
+
+    // ------------------------------------------------------------------------------------------------ timers
+
+    /**
+     * Timer thread: fires the RNR wait or the local ACK timer when due (takes the lock only then).
+     *
+     * @return the earliest deadline still pending, 0 when none
+     */
+    long onTimer(long nowNs) {
+        long rnr = rnrDeadlineNs;
+        long retransmit = retransmitDeadlineNs;
+        if ((rnr != 0 && nowNs - rnr >= 0) || (retransmit != 0 && nowNs - retransmit >= 0)) {
+            lock.lock();
+            try {
+                if (!isClosed() && (state == QueuePairState.READY_TO_SEND
+                    || state == QueuePairState.SEND_QUEUE_DRAINED)) {
+                    fire(nowNs);
+                }
+            } finally {
+                lock.unlock();
+            }
+            rnr = rnrDeadlineNs;
+            retransmit = retransmitDeadlineNs;
+        }
+        if (rnr == 0) {
+            return retransmit;
+        }
+        return retransmit == 0 || rnr - retransmit < 0 ? rnr : retransmit;
+    }
+
+    private void fire(long nowNs) {
+        long rnr = rnrDeadlineNs;
+        if (rnr != 0) {
+            if (nowNs - rnr >= 0) {
+                rnrDeadlineNs = 0;
+                rewind();
+                transmit();
+            }
+            return;
+        }
+        long retransmit = retransmitDeadlineNs;
+        if (retransmit != 0 && nowNs - retransmit >= 0) {
+            retransmitDeadlineNs = 0;
+            if (Psn.compare(sentEndPsn, Psn.next(lastAckedPsn)) > 0) {
+                context.counterSet().increment(Counter.LOCAL_ACK_TIMEOUT_ERR);
+                retry(true);
+            }
+        }
+    }
+
+    /**
+     * Go-back-N (rxe's COMPST_ERROR_RETRY): resend everything from the first unacknowledged PSN, or, with no
+     * retry left, complete the oldest send with RETRY_EXC_ERR (the QP enters ERR). A NAK or a lost response does
+     * not start a second retry before something is acknowledged; a timeout always does.
+     */
+    private void retry(boolean timedOut) {
+        if (sendHead >= sendTail) {
+            return; // nothing to retry
+        }
+        if (startedRetry && !timedOut) {
+            return;
+        }
+        if (retriesLeft > 0) {
+            if (retryCount != INFINITE_RETRIES) {
+                retriesLeft--;
+            }
+            context.counterSet().increment(Counter.COMPLETER_RETRY_ERR);
+            startedRetry = true;
+            rewind();
+            transmit();
+            return;
+        }
+        context.counterSet().increment(Counter.RETRY_EXCEEDED_ERR);
+        completeSend(WorkCompletionStatus.RETRY_EXC_ERR, 0, 0);
+    }
+
+    /** Moves the send queue back (or forward) to the first unacknowledged PSN (rxe's {@code req_retry}). */
+    private void rewind() {
+        int mtu = mtuBytes();
+        sqPsn = Psn.next(lastAckedPsn);
+        sendNext = sendHead;
+        if (sendHead < sendTail) {
+            SendSlot head = sendSlot(sendHead);
+            if (head.started) {
+                // a partly acknowledged message resumes where the acknowledgement ends
+                long done = (long) Psn.distance(head.psn, sqPsn) * mtu;
+                head.progress = head.opcode.isAtomic() ? 0 : Math.min(done, head.length);
+            }
+            for (long i = sendHead + 1; i < sendTail; i++) {
+                sendSlot(i).started = false;
+            }
+        }
+    }
+
+    /** Something was acknowledged: retry budgets are whole again and the ACK timer restarts (or stops). */
+    private void onProgress() {
+        retriesLeft = retryCount;
+        rnrRetriesLeft = rnrRetry;
+        startedRetry = false;
+        if (Psn.compare(sentEndPsn, Psn.next(lastAckedPsn)) > 0 && timeout != 0) {
+            armRetransmitTimer();
+        } else {
+            retransmitDeadlineNs = 0;
+        }
     }
 
     // ------------------------------------------------------------------------------------------------ receive
@@ -292,17 +598,22 @@ final class RoceQueuePair extends AbstractQueuePair {
     void onPacket(ByteBuffer packet, MemorySegment packetSegment, int length, InetSocketAddress from) {
         lock.lock();
         try {
-            if (isClosed() || (state != QueuePairState.READY_TO_RECEIVE && state != QueuePairState.READY_TO_SEND)
-                || !from.equals(remoteSocket)) {
+            if (isClosed() || (state != QueuePairState.READY_TO_RECEIVE && state != QueuePairState.READY_TO_SEND
+                && state != QueuePairState.SEND_QUEUE_DRAINED) || !from.equals(remoteSocket)) {
                 context.counterSet().increment(Counter.PORT_RCV_ERRORS);
                 return;
             }
             inBth.wrap(packet, 0);
+            if (!RoceSettings.pKeysMatch(inBth.pKey(), pKey)) {
+                context.counterSet().increment(Counter.BAD_PKEY_CNTR);
+                return;
+            }
             int opcode = inBth.opcode();
             if (RoceOpcode.has(opcode, RoceOpcode.REQUEST_MASK)) {
                 onRequest(packet, packetSegment, length, opcode);
-            } else if (opcode == RoceOpcode.ACKNOWLEDGE && state == QueuePairState.READY_TO_SEND) {
-                onAcknowledge(packet);
+            } else if (RoceOpcode.has(opcode, RoceOpcode.ACK_MASK) && (state == QueuePairState.READY_TO_SEND
+                || state == QueuePairState.SEND_QUEUE_DRAINED)) {
+                onResponse(packet, packetSegment, length, opcode);
             } else {
                 context.counterSet().increment(Counter.PORT_RCV_ERRORS);
             }
@@ -311,77 +622,226 @@ final class RoceQueuePair extends AbstractQueuePair {
         }
     }
 
-    private void onAcknowledge(ByteBuffer packet) {
+    /** An ACK, NAK, READ response or atomic ACK (requester side, rxe's completer). */
+    private void onResponse(ByteBuffer packet, MemorySegment packetSegment, int length, int opcode) {
         int psn = inBth.psn();
-        inAeth.wrap(packet, BthFlyweight.LENGTH);
-        // An ACK or NAK may only speak of PSNs we sent: between the last one acknowledged and the last one sent.
-        if (Psn.compare(psn, lastAckedPsn) < 0 || Psn.compare(psn, sqPsn) >= 0) {
-            context.counterSet().increment(Counter.DUPLICATE_REQUEST);
+        // It may only speak of PSNs we sent and the peer has not acknowledged yet.
+        if (Psn.compare(psn, lastAckedPsn) <= 0 || Psn.compare(psn, sentEndPsn) >= 0 || sendHead >= sendTail) {
+            return; // a stale or duplicate response
+        }
+        int before = lastAckedPsn;
+        if (opcode == RoceOpcode.ACKNOWLEDGE) {
+            inAeth.wrap(packet, BthFlyweight.LENGTH);
+            int type = inAeth.type();
+            if (type == AethFlyweight.TYPE_ACK) {
+                boolean complete = acknowledgeUpTo(psn);
+                afterAcknowledge(before);
+                if (!complete) {
+                    context.counterSet().increment(Counter.RCVD_SEQ_ERR);
+                    retry(false); // the ACK passed a READ or atomic whose response was lost
+                }
+                transmit();
+                return;
+            }
+            // A NAK acknowledges every PSN before its own.
+            acknowledgeUpTo(Psn.add(psn, -1));
+            afterAcknowledge(before);
+            onNak(type, psn);
             return;
         }
-        int type = inAeth.type();
-        if (type == AethFlyweight.TYPE_ACK) {
-            lastAckedPsn = psn;
-            completeAcknowledged(psn);
-            transmit();
+        if (!acknowledgeUpTo(Psn.add(psn, -1)) || Psn.compare(psn, Psn.next(lastAckedPsn)) > 0) {
+            afterAcknowledge(before);
+            context.counterSet().increment(Counter.RCVD_SEQ_ERR);
+            retry(false); // a response before this one was lost
             return;
         }
-        // A NAK acknowledges every PSN before its own.
-        completeAcknowledged(Psn.add(psn, -1));
+        afterAcknowledge(before);
         if (sendHead >= sendTail) {
             return;
         }
-        WorkCompletionStatus status;
+        SendSlot slot = sendSlot(sendHead);
+        if (opcode == RoceOpcode.ATOMIC_ACKNOWLEDGE) {
+            onAtomicAcknowledge(packet, slot, psn);
+        } else {
+            onReadResponse(packet, packetSegment, length, opcode, slot, psn);
+        }
+        transmit();
+    }
+
+    /** After an acknowledgement moved {@link #lastAckedPsn}: progress bookkeeping, and skip what the peer has. */
+    private void afterAcknowledge(int before) {
+        if (Psn.compare(lastAckedPsn, before) > 0) {
+            onProgress();
+            if (Psn.compare(sqPsn, Psn.next(lastAckedPsn)) < 0) {
+                rewind(); // the peer acknowledged beyond where a retry restarted: resume after it
+            }
+        }
+    }
+
+    private void onNak(int type, int psn) {
+        if (sendHead >= sendTail) {
+            return;
+        }
         if (type == AethFlyweight.TYPE_RNR_NAK) {
             context.counterSet().increment(Counter.RCVD_RNR_ERR);
-            status = WorkCompletionStatus.RNR_RETRY_EXC_ERR; // no RNR retry yet: as rnr_retry 0
-        } else if (type == AethFlyweight.TYPE_NAK) {
-            status = switch (inAeth.value()) {
-                case AethFlyweight.NAK_PSN_SEQUENCE_ERROR -> {
-                    context.counterSet().increment(Counter.PACKET_SEQ_ERR);
-                    yield WorkCompletionStatus.RETRY_EXC_ERR; // a packet was lost: no go-back-N yet
+            if (rnrDeadlineNs != 0) {
+                return; // already waiting
+            }
+            if (rnrRetriesLeft > 0) {
+                if (rnrRetry != INFINITE_RETRIES) {
+                    rnrRetriesLeft--;
                 }
-                case AethFlyweight.NAK_INVALID_REQUEST -> WorkCompletionStatus.REM_INV_REQ_ERR;
-                case AethFlyweight.NAK_REMOTE_ACCESS_ERROR -> {
-                    context.counterSet().increment(Counter.REQ_REMOTE_ACCESS_ERRORS);
-                    yield WorkCompletionStatus.REM_ACCESS_ERR;
+                retransmitDeadlineNs = 0;
+                long deadline = System.nanoTime() + RnrTimer.delayNs(inAeth.value());
+                rnrDeadlineNs = deadline == 0 ? 1 : deadline;
+                roce.timerArmed(deadline);
+                return;
+            }
+            context.counterSet().increment(Counter.RNR_RETRY_EXCEEDED_ERR);
+            context.counterSet().increment(Counter.RNR_NAK_RETRY_ERR);
+            completeSend(WorkCompletionStatus.RNR_RETRY_EXC_ERR, 0, 0);
+            return;
+        }
+        if (type != AethFlyweight.TYPE_NAK) {
+            completeSend(WorkCompletionStatus.BAD_RESP_ERR, 0, 0);
+            return;
+        }
+        WorkCompletionStatus status;
+        switch (inAeth.value()) {
+            case AethFlyweight.NAK_PSN_SEQUENCE_ERROR -> {
+                context.counterSet().increment(Counter.RCVD_SEQ_ERR);
+                context.counterSet().increment(Counter.PACKET_SEQ_ERR);
+                if (rnrDeadlineNs == 0) {
+                    retry(false);
                 }
-                default -> WorkCompletionStatus.REM_OP_ERR;
-            };
-        } else {
-            status = WorkCompletionStatus.BAD_RESP_ERR;
+                return;
+            }
+            case AethFlyweight.NAK_INVALID_REQUEST -> status = WorkCompletionStatus.REM_INV_REQ_ERR;
+            case AethFlyweight.NAK_REMOTE_ACCESS_ERROR -> {
+                context.counterSet().increment(Counter.REQ_REMOTE_ACCESS_ERRORS);
+                status = WorkCompletionStatus.REM_ACCESS_ERR;
+            }
+            default -> status = WorkCompletionStatus.REM_OP_ERR;
         }
         completeSend(status, 0, 0);
     }
 
-    /** Completes, in order, every fully sent message whose last PSN is at or before {@code psn}. */
-    private void completeAcknowledged(int psn) {
-        while (sendHead < sendNext) {
-            int last = messageLastPsn[(int) (sendHead % messageLastPsn.length)];
-            if (Psn.compare(last, psn) > 0) {
-                return;
-            }
+    /**
+     * Completes, in order, every sent SEND/WRITE whose last PSN is at or before {@code psn} and moves
+     * {@link #lastAckedPsn} forward. A READ or atomic completes only through its own response: an
+     * acknowledgement that passes one means its response was lost.
+     *
+     * @return false when a READ or atomic ending at or before {@code psn} has no response yet
+     */
+    private boolean acknowledgeUpTo(int psn) {
+        int acked = psn;
+        boolean complete = true;
+        while (sendHead < sendTail) {
             SendSlot slot = sendSlot(sendHead);
+            boolean sent = sendHead < sentEnd;
+            if (!sent && !(slot.started && slot.opcode == SendOpcode.RDMA_READ)) {
+                break; // not fully sent: its last PSN is unknown (a partly sent READ knows it)
+            }
+            int last = messageLastPsn[(int) (sendHead % messageLastPsn.length)];
+            if (isReadOrAtomic(slot.opcode)) {
+                if (Psn.compare(slot.psn, psn) <= 0) {
+                    acked = Psn.compare(lastAckedPsn, Psn.add(slot.psn, -1)) > 0 ? lastAckedPsn
+                        : Psn.add(slot.psn, -1);
+                    complete = Psn.compare(last, psn) > 0;
+                }
+                break;
+            }
+            if (Psn.compare(last, psn) > 0) {
+                break;
+            }
+            completeSend(WorkCompletionStatus.SUCCESS, (int) slot.length, 0);
+        }
+        if (Psn.compare(acked, lastAckedPsn) > 0) {
+            lastAckedPsn = acked;
+        }
+        return complete;
+    }
+
+    private void onReadResponse(ByteBuffer packet, MemorySegment packetSegment, int length, int opcode,
+                                SendSlot slot, int psn) {
+        int last = messageLastPsn[(int) (sendHead % messageLastPsn.length)];
+        if (slot.opcode != SendOpcode.RDMA_READ || !slot.started || Psn.compare(psn, slot.psn) < 0
+            || Psn.compare(psn, last) > 0 || !RoceOpcode.has(opcode, RoceOpcode.PAYLOAD_MASK)) {
+            completeSend(WorkCompletionStatus.BAD_RESP_ERR, 0, 0);
+            return;
+        }
+        int mtu = mtuBytes();
+        long offset = (long) Psn.distance(slot.psn, psn) * mtu;
+        int payloadAt = RoceOpcode.headerLength(opcode);
+        int payload = length - payloadAt - inBth.padCount() - RoceOpcode.ICRC_LENGTH;
+        boolean end = RoceOpcode.has(opcode, RoceOpcode.END_MASK);
+        long expected = Math.min(mtu, slot.length - offset);
+        // END closes each request of a long READ; the READ's own last PSN must carry it
+        if (payload != expected || (psn == last && !end)) {
+            completeSend(WorkCompletionStatus.BAD_RESP_ERR, 0, 0);
+            return;
+        }
+        if (payload > 0 && !scatter(slot.sgeAddress, slot.sgeLength, slot.sgeLkey, slot.sgeCount, offset,
+            packetSegment, payloadAt, payload)) {
+            completeSend(WorkCompletionStatus.LOC_PROT_ERR, 0, 0);
+            return;
+        }
+        int before = lastAckedPsn;
+        lastAckedPsn = psn;
+        afterAcknowledge(before);
+        if (psn == last) {
             completeSend(WorkCompletionStatus.SUCCESS, (int) slot.length, 0);
         }
     }
+
+    private void onAtomicAcknowledge(ByteBuffer packet, SendSlot slot, int psn) {
+        if (!slot.opcode.isAtomic() || sendHead >= sentEnd || psn != slot.psn) {
+            completeSend(WorkCompletionStatus.BAD_RESP_ERR, 0, 0);
+            return;
+        }
+        long original = inAtomicAckEth.wrap(packet, RoceOpcode.atomicAckEthOffset(RoceOpcode.ATOMIC_ACKNOWLEDGE))
+            .originalData();
+        SoftMemoryRegion target = localRegion(slot.sgeAddress[0], 8, slot.sgeLkey[0], true);
+        if (target == null) {
+            completeSend(WorkCompletionStatus.LOC_PROT_ERR, 0, 0);
+            return;
+        }
+        target.segment().set(ValueLayout.JAVA_LONG_UNALIGNED, slot.sgeAddress[0] - target.address(), original);
+        int before = lastAckedPsn;
+        lastAckedPsn = psn;
+        afterAcknowledge(before);
+        completeSend(WorkCompletionStatus.SUCCESS, 8, 0);
+    }
+
+    // ------------------------------------------------------------------------------------------------ responder
 
     private void onRequest(ByteBuffer packet, MemorySegment packetSegment, int length, int opcode) {
         int psn = inBth.psn();
         boolean ackRequest = inBth.ackRequest();
         int order = Psn.compare(psn, rqPsn);
         if (order < 0) {
-            // A duplicate of something executed: never execute it twice, but say again how far we are.
-            context.counterSet().increment(Counter.DUPLICATE_REQUEST);
-            sendAcknowledge(Psn.add(rqPsn, -1), AethFlyweight.TYPE_ACK | AethFlyweight.CREDITS_UNLIMITED);
+            onDuplicate(packet, opcode, psn);
             return;
         }
         if (order > 0) {
             // Something before it was lost: one NAK per gap (rxe's sent_psn_nak), then drop until ePSN arrives.
+            context.counterSet().increment(Counter.OUT_OF_SEQ_REQUEST);
             context.counterSet().increment(Counter.OUT_OF_SEQUENCE);
             if (!nakSent) {
                 nakSent = true;
                 sendAcknowledge(rqPsn, AethFlyweight.TYPE_NAK | AethFlyweight.NAK_PSN_SEQUENCE_ERROR);
+            }
+            return;
+        }
+        if (RoceOpcode.has(opcode, RoceOpcode.READ_MASK) || RoceOpcode.has(opcode, RoceOpcode.ATOMIC_MASK)) {
+            if (inMessage || length != RoceOpcode.headerLength(opcode) + RoceOpcode.ICRC_LENGTH) {
+                fatalNak(AethFlyweight.NAK_INVALID_REQUEST, "invalid request " + RoceOpcode.name(opcode));
+                return;
+            }
+            if (RoceOpcode.has(opcode, RoceOpcode.READ_MASK)) {
+                executeRead(packet, opcode, psn);
+            } else {
+                executeAtomic(packet, opcode, psn);
             }
             return;
         }
@@ -393,7 +853,7 @@ final class RoceQueuePair extends AbstractQueuePair {
             : RoceOpcode.has(opcode, RoceOpcode.WRITE_MASK) ? MessageSegmenter.RDMA_WRITE : -1;
         if (operation < 0 || start == inMessage || (inMessage && operation != messageOperation)
             || payload > mtuBytes() || (!end && payload != mtuBytes())) {
-            // READ/atomics (not yet), a packet out of message order, or a packet of the wrong size
+            // a packet out of message order, or of the wrong size
             fatalNak(AethFlyweight.NAK_INVALID_REQUEST, "invalid request " + RoceOpcode.name(opcode));
             return;
         }
@@ -412,7 +872,137 @@ final class RoceQueuePair extends AbstractQueuePair {
         }
         if (ackRequest) {
             sendAcknowledge(psn, AethFlyweight.TYPE_ACK | AethFlyweight.CREDITS_UNLIMITED);
+        } else {
+            context.counterSet().increment(Counter.ACK_DEFERRED);
         }
+    }
+
+    /**
+     * A request before the expected PSN: executed already, so never again (C9-105). SEND and WRITE are
+     * re-ACKed with the last PSN executed; a READ is answered again; an atomic gets its cached result.
+     */
+    private void onDuplicate(ByteBuffer packet, int opcode, int psn) {
+        context.counterSet().increment(Counter.DUPLICATE_REQUEST);
+        if (RoceOpcode.has(opcode, RoceOpcode.READ_MASK)) {
+            inReth.wrap(packet, RoceOpcode.rethOffset(opcode));
+            long address = inReth.virtualAddress();
+            long readLength = inReth.dmaLength() & 0xFFFF_FFFFL;
+            SoftMemoryRegion region = readLength == 0 ? null
+                : remoteRegion(inReth.rKey(), address, readLength, AccessFlag.REMOTE_READ);
+            int packets = MessageSegmenter.packetCount(readLength, mtuBytes());
+            if ((readLength > 0 && region == null) || Psn.compare(Psn.add(psn, packets - 1), rqPsn) >= 0) {
+                return; // not a request we executed: drop it
+            }
+            sendReadResponses(psn, region, address, readLength);
+            return;
+        }
+        if (RoceOpcode.has(opcode, RoceOpcode.ATOMIC_MASK)) {
+            for (int i = 0; i < atomicPsn.length; i++) {
+                if (atomicPsn[i] == psn) {
+                    sendAtomicAcknowledge(psn, atomicOriginal[i]);
+                    return;
+                }
+            }
+            return; // its result is no longer cached: drop, as rxe does
+        }
+        sendAcknowledge(Psn.add(rqPsn, -1), AethFlyweight.TYPE_ACK | AethFlyweight.CREDITS_UNLIMITED);
+    }
+
+    private void executeRead(ByteBuffer packet, int opcode, int psn) {
+        if (!acceptsIncoming(SendOpcode.RDMA_READ)) {
+            fatalNak(AethFlyweight.NAK_INVALID_REQUEST, "RDMA READ without REMOTE_READ access");
+            return;
+        }
+        inReth.wrap(packet, RoceOpcode.rethOffset(opcode));
+        long address = inReth.virtualAddress();
+        long readLength = inReth.dmaLength() & 0xFFFF_FFFFL;
+        SoftMemoryRegion region = readLength == 0 ? null
+            : remoteRegion(inReth.rKey(), address, readLength, AccessFlag.REMOTE_READ);
+        if (readLength > 0 && region == null) {
+            context.counterSet().increment(Counter.REMOTE_ACCESS_ERRORS);
+            fatalNak(AethFlyweight.NAK_REMOTE_ACCESS_ERROR, "RDMA READ: bad rkey, range or access");
+            return;
+        }
+        nakSent = false;
+        msn = (msn + 1) & Psn.MASK;
+        int packets = MessageSegmenter.packetCount(readLength, mtuBytes());
+        rqPsn = Psn.add(psn, packets);
+        sendReadResponses(psn, region, address, readLength);
+    }
+
+    /** READ RESPONSE FIRST/MIDDLE/LAST or ONLY from {@code psn} on, read from the region now. */
+    private void sendReadResponses(int psn, SoftMemoryRegion region, long address, long readLength) {
+        int mtu = mtuBytes();
+        int packets = MessageSegmenter.packetCount(readLength, mtu);
+        for (int i = 0; i < packets && state != QueuePairState.ERROR; i++) {
+            long offset = (long) i * mtu;
+            int payload = (int) Math.min(mtu, readLength - offset);
+            int opcode = MessageSegmenter.opcode(MessageSegmenter.RDMA_READ_RESPONSE, i == 0, i == packets - 1);
+            int pad = RoceOpcode.padCount(payload);
+            bth.wrap(tx, 0).init(opcode, pad, pKey, destQpNumber, Psn.add(psn, i));
+            int aethAt = RoceOpcode.aethOffset(opcode);
+            if (aethAt >= 0) {
+                aeth.wrap(tx, aethAt).syndrome(AethFlyweight.TYPE_ACK | AethFlyweight.CREDITS_UNLIMITED).msn(msn);
+            }
+            int payloadAt = RoceOpcode.headerLength(opcode);
+            if (payload > 0) {
+                if (!region.isValid()) {
+                    fatalNak(AethFlyweight.NAK_REMOTE_ACCESS_ERROR, "region deregistered during an RDMA READ");
+                    return;
+                }
+                MemorySegment.copy(region.segment(), address - region.address() + offset, txSegment, payloadAt,
+                    payload);
+            }
+            for (int p = 0; p < pad; p++) {
+                tx.put(payloadAt + payload + p, (byte) 0);
+            }
+            transmitPacket(RoceOpcode.packetLength(opcode, payload), false);
+        }
+    }
+
+    private void executeAtomic(ByteBuffer packet, int opcode, int psn) {
+        SendOpcode operation = opcode == RoceOpcode.COMPARE_SWAP ? SendOpcode.ATOMIC_CMP_AND_SWP
+            : SendOpcode.ATOMIC_FETCH_AND_ADD;
+        if (!acceptsIncoming(operation)) {
+            fatalNak(AethFlyweight.NAK_INVALID_REQUEST, "atomic without REMOTE_ATOMIC access");
+            return;
+        }
+        inAtomicEth.wrap(packet, RoceOpcode.atomicEthOffset(opcode));
+        long address = inAtomicEth.virtualAddress();
+        if ((address & 7) != 0) {
+            fatalNak(AethFlyweight.NAK_INVALID_REQUEST, "atomic on a misaligned address");
+            return;
+        }
+        SoftMemoryRegion region = remoteRegion(inAtomicEth.rKey(), address, 8, AccessFlag.REMOTE_ATOMIC);
+        if (region == null) {
+            context.counterSet().increment(Counter.REMOTE_ACCESS_ERRORS);
+            fatalNak(AethFlyweight.NAK_REMOTE_ACCESS_ERROR, "atomic: bad rkey, range or access");
+            return;
+        }
+        long offset = address - region.address();
+        MemorySegment segment = region.segment();
+        long original = opcode == RoceOpcode.COMPARE_SWAP
+            ? (long) LONG.compareAndExchange(segment, offset, inAtomicEth.compare(), inAtomicEth.swapOrAdd())
+            : (long) LONG.getAndAdd(segment, offset, inAtomicEth.swapOrAdd());
+        // remember the result: a duplicate of this request is answered from here, never executed again
+        int slots = Math.clamp(maxDestRdAtomic, 1, MAX_RD_ATOMIC);
+        atomicNext = atomicNext % slots;
+        atomicPsn[atomicNext] = psn;
+        atomicOriginal[atomicNext] = original;
+        atomicNext++;
+        nakSent = false;
+        msn = (msn + 1) & Psn.MASK;
+        rqPsn = Psn.next(psn);
+        sendAtomicAcknowledge(psn, original);
+    }
+
+    private void sendAtomicAcknowledge(int psn, long original) {
+        int opcode = RoceOpcode.ATOMIC_ACKNOWLEDGE;
+        bth.wrap(tx, 0).init(opcode, 0, pKey, destQpNumber, psn);
+        aeth.wrap(tx, RoceOpcode.aethOffset(opcode)).syndrome(AethFlyweight.TYPE_ACK | AethFlyweight.CREDITS_UNLIMITED)
+            .msn(msn);
+        atomicAckEth.wrap(tx, RoceOpcode.atomicAckEthOffset(opcode)).originalData(original);
+        transmitPacket(RoceOpcode.packetLength(opcode, 0), false);
     }
 
     private boolean receiveSend(ByteBuffer packet, MemorySegment packetSegment, int opcode, int payloadAt,
@@ -422,8 +1012,7 @@ final class RoceQueuePair extends AbstractQueuePair {
                 fatalNak(AethFlyweight.NAK_REMOTE_OPERATIONAL_ERROR, "receive vanished inside a SEND");
                 return false;
             }
-            context.counterSet().increment(Counter.SEND_RNR_ERR);
-            sendAcknowledge(inBth.psn(), AethFlyweight.TYPE_RNR_NAK | (minRnrTimer & 0x1F));
+            rnrNak();
             return false;
         }
         if (start) {
@@ -478,8 +1067,7 @@ final class RoceQueuePair extends AbstractQueuePair {
         }
         boolean withImmediate = RoceOpcode.has(opcode, RoceOpcode.IMMDT_MASK);
         if (end && withImmediate && receiveHead >= receiveTail) {
-            context.counterSet().increment(Counter.SEND_RNR_ERR);
-            sendAcknowledge(inBth.psn(), AethFlyweight.TYPE_RNR_NAK | (minRnrTimer & 0x1F));
+            rnrNak();
             return false;
         }
         if (payload > 0) {
@@ -503,6 +1091,16 @@ final class RoceQueuePair extends AbstractQueuePair {
     }
 
     /**
+     * No receive posted: an RNR NAK with our min_rnr_timer. Later packets of the burst are dropped silently (the
+     * NAK latch) until the requester resends this PSN after its wait.
+     */
+    private void rnrNak() {
+        context.counterSet().increment(Counter.SEND_RNR_ERR);
+        nakSent = true;
+        sendAcknowledge(inBth.psn(), AethFlyweight.TYPE_RNR_NAK | (minRnrTimer & 0x1F));
+    }
+
+    /**
      * Moves the QP to ERR and NAKs the current request (IB's class C responder errors). ERR first: once the
      * requester sees the NAK, this QP must already refuse everything.
      */
@@ -514,13 +1112,15 @@ final class RoceQueuePair extends AbstractQueuePair {
 
     @Override
     protected void onError() {
-        // Nothing goes on the wire: an RC peer learns of it when its requests are NAKed or time out (no timeout
-        // yet: see the class comment).
+        // Nothing goes on the wire: an RC peer learns of it when its requests are NAKed or time out.
         writeRegion = null;
+        retransmitDeadlineNs = 0;
+        rnrDeadlineNs = 0;
     }
 
     @Override
     protected void destroy() {
         // The socket belongs to the context.
+        roce.removeTimed(this);
     }
 }

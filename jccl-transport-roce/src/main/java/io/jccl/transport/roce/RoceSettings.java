@@ -6,6 +6,8 @@ import io.jccl.transport.roce.wire.MessageSegmenter;
 
 import java.net.Inet4Address;
 import java.net.InetAddress;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * Settings of a roce context, read from {@code JCCL_*} environment variables (or their {@code jccl.*} system
@@ -20,8 +22,16 @@ import java.net.InetAddress;
  * @param pathMtuBytes the port's MTU, the largest payload per packet ({@code JCCL_ROCE_MTU}: 256, 512, 1024, 2048
  *     or 4096; default 1024, what rxe picks on a 1500-byte Ethernet MTU). A queue pair uses the smaller of this and
  *     its path MTU attribute
+ * @param pKeys the port's P_Key table ({@code JCCL_ROCE_PKEYS}, comma-separated, hexadecimal with 0x or decimal;
+ *     default the single default P_Key 0xFFFF). A queue pair's pkey_index picks the entry it sends with; a packet
+ *     whose P_Key does not match its queue pair's entry is dropped and counted in bad_pkey_cntr
+ * @param ackTimeoutFloorUs the shortest local ACK timeout a queue pair uses, in microseconds
+ *     ({@code JCCL_ROCE_ACK_TIMEOUT_FLOOR_US}, default 32768, about timeout code 13; 0 = exactly 4.096 µs ·
+ *     2^timeout as rxe). The peer is a process that may pause for milliseconds (GC, JIT, a loaded host): a shorter
+ *     timer turns such a pause into retries and, with a small retry_cnt, into RETRY_EXC_ERR
  */
-public record RoceSettings(String address, int port, int pathMtuBytes) {
+public record RoceSettings(String address, int port, int pathMtuBytes, List<Integer> pKeys,
+                           long ackTimeoutFloorUs) {
     /** Variable that sets {@link #address()}. */
     public static final String ADDRESS_ENV = "JCCL_ROCE_ADDRESS";
     /** Variable that sets {@link #port()}. */
@@ -32,6 +42,22 @@ public record RoceSettings(String address, int port, int pathMtuBytes) {
     public static final String DEFAULT_ADDRESS = "127.0.0.1";
     /** Default path MTU. */
     public static final int DEFAULT_PATH_MTU_BYTES = 1024;
+    /** Variable that sets {@link #pKeys()}. */
+    public static final String PKEYS_ENV = "JCCL_ROCE_PKEYS";
+    /** The default P_Key: full member of the default partition. */
+    public static final int DEFAULT_PKEY = 0xFFFF;
+    /** Most entries of a port's P_Key table (rxe's max_pkeys). */
+    public static final int MAX_PKEYS = 64;
+
+    /** Variable that sets {@link #ackTimeoutFloorUs()}. */
+    public static final String ACK_TIMEOUT_FLOOR_ENV = "JCCL_ROCE_ACK_TIMEOUT_FLOOR_US";
+    /** Default {@link #ackTimeoutFloorUs()}. */
+    public static final long DEFAULT_ACK_TIMEOUT_FLOOR_US = 32_768;
+
+    /** Settings with the default P_Key table (0xFFFF only) and ACK timeout floor. */
+    public RoceSettings(String address, int port, int pathMtuBytes) {
+        this(address, port, pathMtuBytes, List.of(DEFAULT_PKEY), DEFAULT_ACK_TIMEOUT_FLOOR_US);
+    }
 
     /** Validates the values. */
     public RoceSettings {
@@ -52,22 +78,71 @@ public record RoceSettings(String address, int port, int pathMtuBytes) {
             throw new IllegalArgumentException(MTU_ENV + "=" + pathMtuBytes + ": use 256, 512, 1024, 2048 or 4096",
                 e);
         }
+        if (pKeys == null || pKeys.isEmpty() || pKeys.size() > MAX_PKEYS) {
+            throw new IllegalArgumentException(PKEYS_ENV + ": give 1 to " + MAX_PKEYS + " P_Keys");
+        }
+        for (Integer key : pKeys) {
+            if (key == null || key < 0 || key > 0xFFFF || (key & 0x7FFF) == 0) {
+                throw new IllegalArgumentException(PKEYS_ENV + ": P_Key " + key + " is not 16 bits with a non-zero"
+                    + " partition (low 15 bits)");
+            }
+        }
+        pKeys = List.copyOf(pKeys);
+        if (ackTimeoutFloorUs < 0 || ackTimeoutFloorUs > 10_000_000) {
+            throw new IllegalArgumentException(ACK_TIMEOUT_FLOOR_ENV + "=" + ackTimeoutFloorUs
+                + " outside 0..10000000");
+        }
+    }
+
+    /**
+     * Whether a packet's P_Key {@code a} matches a table entry {@code b} (IBA 10.9.3): the same partition (low 15
+     * bits) and at least one of the two a full member (bit 15).
+     */
+    static boolean pKeysMatch(int a, int b) {
+        return (a & 0x7FFF) == (b & 0x7FFF) && ((a | b) & 0x8000) != 0;
     }
 
     /** The settings from the environment (system properties first). */
     public static RoceSettings fromConfig() {
         return new RoceSettings(Config.value(ADDRESS_ENV, DEFAULT_ADDRESS), intValue(PORT_ENV,
-            Icrc.ROCE_V2_UDP_PORT), intValue(MTU_ENV, DEFAULT_PATH_MTU_BYTES));
+            Icrc.ROCE_V2_UDP_PORT), intValue(MTU_ENV, DEFAULT_PATH_MTU_BYTES),
+            parsePKeys(Config.value(PKEYS_ENV, "0xFFFF")),
+            Config.longValue(ACK_TIMEOUT_FLOOR_ENV, DEFAULT_ACK_TIMEOUT_FLOOR_US));
+    }
+
+    /** Parses a comma-separated P_Key list ("0xFFFF,0x8001"). */
+    static List<Integer> parsePKeys(String text) {
+        List<Integer> keys = new ArrayList<>();
+        for (String part : text.split(",")) {
+            String t = part.trim();
+            try {
+                keys.add(t.startsWith("0x") || t.startsWith("0X") ? Integer.parseInt(t.substring(2), 16)
+                    : Integer.parseInt(t));
+            } catch (NumberFormatException e) {
+                throw new IllegalArgumentException(PKEYS_ENV + "=" + text + ": '" + t + "' is not a number", e);
+            }
+        }
+        return keys;
     }
 
     /** These settings with another port. */
     public RoceSettings withPort(int newPort) {
-        return new RoceSettings(address, newPort, pathMtuBytes);
+        return new RoceSettings(address, newPort, pathMtuBytes, pKeys, ackTimeoutFloorUs);
     }
 
     /** These settings with another port MTU. */
     public RoceSettings withPathMtuBytes(int newPathMtuBytes) {
-        return new RoceSettings(address, port, newPathMtuBytes);
+        return new RoceSettings(address, port, newPathMtuBytes, pKeys, ackTimeoutFloorUs);
+    }
+
+    /** These settings with another P_Key table. */
+    public RoceSettings withPKeys(List<Integer> newPKeys) {
+        return new RoceSettings(address, port, pathMtuBytes, newPKeys, ackTimeoutFloorUs);
+    }
+
+    /** These settings with another ACK timeout floor (0 = rxe's exact timer). */
+    public RoceSettings withAckTimeoutFloorUs(long newAckTimeoutFloorUs) {
+        return new RoceSettings(address, port, pathMtuBytes, pKeys, newAckTimeoutFloorUs);
     }
 
     /** The address as an {@link InetAddress} (a literal: never a DNS lookup). */

@@ -223,12 +223,14 @@ class RoceQueuePairTest {
     }
 
     @Test
-    void shouldRefuseOperationsItDoesNotImplementYet() {
-        connect(1024, 5);
+    void shouldRefuseAReadWhereTheQueuePairGrantsNoRemoteRead() {
+        connect(1024, 5); // qp_access_flags REMOTE_WRITE only
         MemoryRegion source = a.pd().allocateMemory(4096, ALL);
+        MemoryRegion remote = b.pd().allocateMemory(4096, ALL);
         a.qp().postSend(new SendWorkRequest().wrId(1).opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
-            .local(source, 0, 8).remote(source.address(), source.rkey()));
-        assertEquals(WorkCompletionStatus.LOC_QP_OP_ERR, poll(a.cq()).status());
+            .local(source, 0, 8).remote(remote.address(), remote.rkey()));
+        assertEquals(WorkCompletionStatus.REM_INV_REQ_ERR, poll(a.cq()).status());
+        assertEquals(QueuePairState.ERROR, b.qp().state());
     }
 
     @Test
