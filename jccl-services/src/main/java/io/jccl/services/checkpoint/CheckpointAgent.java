@@ -253,20 +253,14 @@ public final class CheckpointAgent implements AutoCloseable {
     private void onRestore(ControlBlock.Request r) {
         ShardLayout layout = r.layout();
         String what = "restore of shard " + r.shard() + " of " + layout.shards() + ": ";
-        synchronized (this) {
-            if (busy != null || collecting >= 0) {
-                reply(r, ControlBlock.ERROR, 0, 0, what + "the agent is staging step "
-                    + (collecting >= 0 ? collecting : held) + "; restore before checkpointing again");
-                return;
-            }
-            if (r.shard() >= layout.shards()) {
-                reply(r, ControlBlock.ERROR, 0, 0, what + "shard outside the layout");
-                return;
-            }
+        if (r.shard() >= layout.shards()) {
+            reply(r, ControlBlock.ERROR, 0, 0, what + "shard outside the layout");
+            return;
         }
         try {
             Optional<CheckpointManifest> latest = directory.latest();
             if (latest.isEmpty()) {
+                // Nothing to serve: staging is not touched, so this answer holds whatever is being staged.
                 reply(r, ControlBlock.NONE, -1, 0, 0, "no durable checkpoint in " + directory.root());
                 return;
             }
@@ -285,6 +279,12 @@ public final class CheckpointAgent implements AutoCloseable {
             }
             boolean load;
             synchronized (this) {
+                if (busy != null || collecting >= 0) {
+                    reply(r, ControlBlock.ERROR, 0, 0, what + "the agent is staging step "
+                        + (collecting >= 0 ? collecting : held) + ": every rank must restore before any rank stages"
+                        + " its next checkpoint");
+                    return;
+                }
                 load = held != m.step();
                 if (load) {
                     held = -1;

@@ -27,6 +27,7 @@ class CheckpointStagingTest {
         throws Exception {
         CheckpointSettings settings = CheckpointSettings.defaults(dir).withStagingBytes(2 << 20).withKeep(2);
         Jobs.run(transport, 4, settings, (agent, barrier) -> {
+            barrier.await(60, TimeUnit.SECONDS); // every rank restored (nothing)
             barrier.await(60, TimeUnit.SECONDS); // three steps staged and durable
             assertEquals(3, agent.durableStep());
             assertEquals(3, agent.heldStep());
@@ -36,6 +37,7 @@ class CheckpointStagingTest {
             try (CheckpointClient client = CheckpointClient.open(engine, "default", FOUR, shard, Jobs.TIMEOUT);
                  LocalSegment state = engine.registerSegment("state/" + shard, FOUR.length(shard))) {
                 assertEquals(-1, client.restore(state, 0), "nothing saved yet");
+                barrier.await(60, TimeUnit.SECONDS); // restore, then stage: as a resumed job must
                 for (long step = 1; step <= 3; step++) {
                     Jobs.fill(state.memory(), 0, FOUR.offset(shard), FOUR.length(shard), step);
                     client.stage(step, state);
