@@ -30,14 +30,15 @@ import java.util.stream.Stream;
 
 /**
  * Checkpoint staging (issue 19 part 4): the training loop's stall per checkpoint, {@link CheckpointClient#stage}
- * (WRITE into the agent's staging memory + the agent's CRC32C READ back and compared), against a synchronous save of
+ * (WRITE into the agent's staging memory beside the rank's CRC32C), against a synchronous save of
  * the same state to the same disk (write + fsync of the file + fsync of its directory), for each state size. The
  * training rank and the agent run as threads of this JVM, each with its own engine; staged and synchronous rounds
- * alternate so both see the same machine. Between rounds the bench waits until the staged step is durable and
- * reports how long that background persist took.
+ * alternate so both see the same machine. It also reports when the agent's digest was READ back and matched
+ * ({@link CheckpointClient#verify}, from the start of {@code stage}) and how long after {@code stage} returned the
+ * step was durable (the background persist), waiting for both before the synchronous round.
  *
  * <pre>
- * java -cp ... io.jccl.benchmarks.CheckpointBench [--device shm0|tcp0] [--sizes-mib 64,256] [--rounds 5] [--dir DIR]
+ * java -cp ... io.jccl.benchmarks.CheckpointBench [--device shm0|tcp0] [--sizes-mib 64,256] [--rounds 7] [--dir DIR]
  * </pre>
  */
 public final class CheckpointBench {
@@ -49,15 +50,15 @@ public final class CheckpointBench {
         String device = option(args, "--device", "shm0");
         long[] sizesMib = Arrays.stream(option(args, "--sizes-mib", "64,256").split(",")).mapToLong(Long::parseLong)
             .toArray();
-        int rounds = Integer.parseInt(option(args, "--rounds", "5"));
+        int rounds = Integer.parseInt(option(args, "--rounds", "7"));
         Path dir = Path.of(option(args, "--dir", System.getProperty("java.io.tmpdir") + "/jccl-checkpoint-bench"));
         long largest = Arrays.stream(sizesMib).max().orElse(64) << 20;
         Files.createDirectories(dir);
         try {
             System.out.printf("checkpoint staging vs synchronous save on %s, directory %s; median of %d rounds%n",
                 device, dir.toAbsolutePath(), rounds);
-            System.out.printf("%-9s %14s %16s %8s %18s%n", "state", "stall (staged)", "sync write+fsync", "ratio",
-                "background persist");
+            System.out.printf("%-9s %14s %16s %8s %14s %18s%n", "state", "stall (stage)", "sync write+fsync", "ratio",
+                "digest checked", "durable after");
             run(device, sizesMib, rounds, dir, largest);
         } finally {
             deleteTree(dir);
@@ -93,28 +94,33 @@ public final class CheckpointBench {
                 double[] stall = new double[rounds];
                 double[] sync = new double[rounds];
                 double[] persist = new double[rounds];
+                double[] verified = new double[rounds];
                 try (CheckpointClient client = CheckpointClient.open(engine, "default", layout, 0,
                     Duration.ofMinutes(5))) {
-                    for (int r = -1; r < rounds; r++) { // round -1 warms up
+                    for (int r = -2; r < rounds; r++) { // rounds -2 and -1 warm up
                         step++;
                         m.set(ValueLayout.JAVA_LONG, 0, step); // the state changes between checkpoints
                         long t0 = System.nanoTime();
                         client.stage(step, state);
                         long t1 = System.nanoTime();
-                        client.awaitDurable(step, Duration.ofMinutes(5));
+                        client.verify(); // the agent's digest READ back (not a stall: training could run)
                         long t2 = System.nanoTime();
+                        client.awaitDurable(step, Duration.ofMinutes(5));
+                        long t3 = System.nanoTime();
                         double syncMs = syncSave(m, layout.totalBytes(), dir.resolve("sync"));
                         if (r >= 0) {
                             stall[r] = (t1 - t0) / 1e6;
-                            persist[r] = (t2 - t1) / 1e6;
+                            verified[r] = (t2 - t0) / 1e6;
+                            persist[r] = (t3 - t1) / 1e6;
                             sync[r] = syncMs;
                         }
                     }
                 }
                 double s = median(stall);
                 double y = median(sync);
-                System.out.printf("%5d MiB %11.1f ms %13.1f ms %8.3f %15.1f ms   (stall %.1f-%.1f, sync %.1f-%.1f)%n",
-                    mib, s, y, s / y, median(persist), min(stall), max(stall), min(sync), max(sync));
+                System.out.printf("%5d MiB %11.1f ms %13.1f ms %8.3f %11.1f ms %15.1f ms   (stall %.1f-%.1f, sync "
+                    + "%.1f-%.1f)%n", mib, s, y, s / y, median(verified), median(persist), min(stall), max(stall),
+                    min(sync), max(sync));
             }
         } finally {
             done.complete(null);

@@ -8,6 +8,7 @@ import io.jccl.services.transfer.TransferEngine;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -42,8 +43,11 @@ public final class CheckpointAgent implements AutoCloseable {
     private final CheckpointDirectory directory;
     private final LocalSegment staging;
     private final LocalSegment control;
-    /** CRC32C of staged shards, several at a time. */
+    /** A shard's CRC32C is cut in pieces of at least this many bytes, computed in parallel and combined. */
+    private static final long PIECE_BYTES = 8 << 20;
+    /** CRC32C of staged shards, several pieces at a time. */
     private final ExecutorService digests;
+    private final int digestThreads;
     /** Persisting and loading from disk, one at a time. */
     private final ExecutorService disk;
     private final Thread listener;
@@ -82,7 +86,8 @@ public final class CheckpointAgent implements AutoCloseable {
             throw e;
         }
         writeHeader();
-        digests = Executors.newFixedThreadPool(Math.clamp(Runtime.getRuntime().availableProcessors(), 1, 4),
+        digestThreads = Math.clamp(Runtime.getRuntime().availableProcessors(), 1, 4);
+        digests = Executors.newFixedThreadPool(digestThreads,
             Thread.ofPlatform().daemon().name("jccl-ckpt-digest-", 0).factory());
         disk = Executors.newSingleThreadExecutor(Thread.ofPlatform().daemon().name("jccl-ckpt-persist").factory());
         listener = Thread.ofPlatform().daemon().name("jccl-ckpt-agent").unstarted(this::listen);
@@ -167,8 +172,9 @@ public final class CheckpointAgent implements AutoCloseable {
                 refusal = "shard " + r.shard() + " outside the layout's " + layout.shards() + " shards";
             } else if (busy != null) {
                 refusal = "staging is busy " + busy + " (stage the next step after the previous one was released)";
-            } else if (r.step() <= durable) {
-                refusal = "step " + r.step() + " is not newer than the durable step " + durable;
+            } else if (r.step() <= durable || r.step() <= failed) {
+                refusal = "step " + r.step() + " is not newer than the " + (r.step() <= durable ? "durable step "
+                    + durable : "failed step " + failed);
             } else if (collecting >= 0 && r.step() < collecting) {
                 refusal = "step " + r.step() + " is older than step " + collecting + ", being staged";
             } else if (collecting == r.step() && !layout.equals(collectingLayout)) {
@@ -195,30 +201,65 @@ public final class CheckpointAgent implements AutoCloseable {
                 writeHeader();
             }
         }
-        digests.execute(() -> {
-            int crc = crc32c(staging.memory(), layout.offset(r.shard()), layout.length(r.shard()));
-            synchronized (this) {
-                if (collecting != r.step()) {
-                    reply(r, ControlBlock.ERROR, 0, 0, "step " + r.step() + " was superseded by step " + collecting);
-                    return;
-                }
-                reply(r, ControlBlock.OK, r.step(), crc, layout.length(r.shard()), "");
-                if (!arrived[r.shard()]) {
-                    arrived[r.shard()] = true;
-                    arrivedCount++;
-                }
-                crcs[r.shard()] = crc;
-                if (arrivedCount == arrived.length) {
-                    long step = collecting;
-                    int[] all = crcs.clone();
-                    collecting = -1;
-                    held = step;
-                    busy = "persisting step " + step;
-                    writeHeader();
-                    disk.execute(() -> persist(step, layout, all));
-                }
+        // The shard's CRC32C in pieces on the digest threads, combined: the rank waits for it.
+        long offset = layout.offset(r.shard());
+        long length = layout.length(r.shard());
+        int pieces = (int) Math.clamp(length / PIECE_BYTES, 1, digestThreads);
+        @SuppressWarnings("unchecked")
+        CompletableFuture<Integer>[] parts = new CompletableFuture[pieces];
+        for (int p = 0; p < pieces; p++) {
+            long from = offset + length * p / pieces;
+            long to = offset + length * (p + 1) / pieces;
+            parts[p] = CompletableFuture.supplyAsync(() -> crc32c(staging.memory(), from, to - from), digests);
+        }
+        CompletableFuture.allOf(parts).whenComplete((ignored, failure) -> {
+            if (failure != null) {
+                reply(r, ControlBlock.ERROR, 0, 0, "step " + r.step() + ", shard " + r.shard() + ": " + failure);
+                return;
             }
+            int crc = parts[0].join();
+            for (int p = 1; p < pieces; p++) {
+                crc = Crc32c.combine(crc, parts[p].join(), length * (p + 1) / pieces - length * p / pieces);
+            }
+            onDigest(r, layout, crc);
         });
+    }
+
+    private void onDigest(ControlBlock.Request r, ShardLayout layout, int crc) {
+        synchronized (this) {
+            if (collecting != r.step()) {
+                reply(r, ControlBlock.ERROR, 0, 0, "step " + r.step() + " was superseded by step " + collecting);
+                return;
+            }
+            if (crc != r.crc()) {
+                // What landed is not what the rank has: this step is never persisted (nor published).
+                String why = String.format("step %d, shard %d: the agent's CRC32C %08x of the staged shard differs "
+                    + "from the rank's %08x: step %d is not persisted", r.step(), r.shard(), crc, r.crc(), r.step());
+                reply(r, ControlBlock.ERROR, r.step(), crc, layout.length(r.shard()), why);
+                failed = r.step();
+                released = r.step();
+                error = why;
+                collecting = -1;
+                writeHeader();
+                log.warn(engine.rank(), Log.Subsys.NET, "checkpoint agent: " + why);
+                return;
+            }
+            reply(r, ControlBlock.OK, r.step(), crc, layout.length(r.shard()), "");
+            if (!arrived[r.shard()]) {
+                arrived[r.shard()] = true;
+                arrivedCount++;
+            }
+            crcs[r.shard()] = crc;
+            if (arrivedCount == arrived.length) {
+                long step = collecting;
+                int[] all = crcs.clone();
+                collecting = -1;
+                held = step;
+                busy = "persisting step " + step;
+                writeHeader();
+                disk.execute(() -> persist(step, layout, all));
+            }
+        }
     }
 
     private void persist(long step, ShardLayout layout, int[] shardCrcs) {

@@ -12,6 +12,7 @@ import java.nio.ByteOrder;
 import java.time.Duration;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.locks.LockSupport;
+import java.util.zip.CRC32C;
 
 /**
  * A training rank's side of checkpoint staging (see {@link CheckpointAgent} for the protocol): one shard of a
@@ -24,7 +25,7 @@ import java.util.concurrent.locks.LockSupport;
  *     long step = ckpt.restore(state, 0);                               // -1: nothing saved yet
  *     for (…) {
  *         train(state);
- *         if (step % 100 == 0) ckpt.stage(step, state, 0);              // the stall: WRITE + digest check
+ *         if (step % 100 == 0) ckpt.stage(step, state, 0);              // the stall: WRITE beside a CRC32C
  *     }
  *     ckpt.awaitDurable(step, Duration.ofMinutes(5));
  * }
@@ -35,6 +36,8 @@ import java.util.concurrent.locks.LockSupport;
  */
 public final class CheckpointClient implements AutoCloseable {
     private static final int SCRATCH_BYTES = ControlBlock.HEADER_BYTES + ControlBlock.SLOT_BYTES;
+    /** Piece of a shard one staging WRITE moves while the previous piece's CRC32C is computed. */
+    private static final long PIECE_BYTES = 4 << 20;
 
     private final TransferEngine engine;
     private final String name;
@@ -49,6 +52,11 @@ public final class CheckpointClient implements AutoCloseable {
     private final ByteBuffer slot = ByteBuffer.allocate(ControlBlock.SLOT_BYTES).order(ByteOrder.LITTLE_ENDIAN);
     private long nextRequest;
     private long lastStaged = -1;
+    /** Request of the staged step whose digest was not READ back yet, or -1. */
+    private long pendingRequest = -1;
+    private int pendingCrc;
+    private final TransferBatch batch2;
+    private final CRC32C digest = new CRC32C();
 
     private CheckpointClient(TransferEngine engine, String name, ShardLayout layout, int shard, Duration timeout) {
         this.engine = engine;
@@ -70,6 +78,7 @@ public final class CheckpointClient implements AutoCloseable {
         this.scratch = engine.registerSegment("ckpt/" + name + "/scratch/" + engine.rank() + "/"
             + Long.toHexString(ThreadLocalRandom.current().nextLong()), SCRATCH_BYTES);
         this.batch = engine.newBatch(1);
+        this.batch2 = engine.newBatch(1);
         // Requests of an earlier client of this slot must never match ours.
         this.nextRequest = ThreadLocalRandom.current().nextLong() & Long.MAX_VALUE;
     }
@@ -106,14 +115,17 @@ public final class CheckpointClient implements AutoCloseable {
 
     /**
      * Stages this rank's shard for {@code step}: WRITEs {@code layout().length(shard())} bytes of {@code source} from
-     * {@code sourceOffset} into the agent's staging memory, computes their CRC32C meanwhile, and READs back the
-     * agent's CRC32C of what landed. Returns once they match; training may then modify {@code source} while the
-     * agent persists. Waits first until the agent released this rank's previous step (persisted or failed).
+     * {@code sourceOffset} into the agent's staging memory while computing their CRC32C, then tells the agent the step
+     * and that CRC32C. Returns as soon as the bytes are in staging: training may modify {@code source} at once (this
+     * is the whole stall). The agent computes its own CRC32C of what landed and persists the step only if every
+     * shard's matches; the rank READs the agent's digest back and compares it in {@link #verify()}, which the next
+     * {@code stage} and {@link #awaitDurable} call first. Waits first until the agent released this rank's previous
+     * step (persisted or failed).
      *
      * @return the shard's CRC32C
      * @throws CheckpointException when the checkpoint is larger than the agent's staging memory (oversized), the
-     *     agent refused it (a layout that disagrees with other ranks'), the digests differ, the agent is unreachable,
-     *     or the timeout passed
+     *     previous step's verification failed, the agent refused the step, the agent is unreachable, or the timeout
+     *     passed
      * @throws IllegalArgumentException when {@code step} is not newer than the last staged step, or the range is
      *     outside {@code source}
      */
@@ -133,30 +145,72 @@ public final class CheckpointClient implements AutoCloseable {
             throw new IllegalArgumentException("step " + step + " is not newer than the last staged step "
                 + lastStaged);
         }
+        verify();
         long deadlineNs = System.nanoTime() + timeoutNs;
         if (lastStaged >= 0) {
             awaitHeader(deadlineNs, h -> h.getLong(ControlBlock.H_RELEASED) >= lastStaged,
                 "staging to be released by step " + lastStaged);
         }
+        int crc = writeAndDigest(source, sourceOffset, length, "step " + step + ", shard " + shard);
         long request = nextRequest++;
         batch.clear();
-        if (length > 0) {
-            batch.write(source, sourceOffset, staging, layout.offset(shard), length);
-        } else {
-            batch.read(scratch, 0, control, 0, 8); // carries the notification
-        }
-        batch.notify(ControlBlock.stage(request, step, shard, layout));
+        batch.read(scratch, 0, control, 0, 8); // carries the notification: it leaves after the WRITE completed
+        batch.notify(ControlBlock.stage(request, step, shard, layout, crc));
         batch.submit();
-        int mine = length > 0 ? CheckpointAgent.crc32c(source.memory(), sourceOffset, length) : 0;
-        awaitBatch("step " + step + ", shard " + shard + ": staging WRITE");
-        ByteBuffer reply = awaitReply(request, deadlineNs, "step " + step + ", shard " + shard);
-        int theirs = (int) reply.getLong(ControlBlock.S_CRC);
-        if (theirs != mine) {
-            throw new CheckpointException(String.format("step %d, shard %d: the agent's CRC32C %08x of the staged "
-                + "shard differs from the rank's %08x", step, shard, theirs, mine));
-        }
+        awaitBatch("step " + step + ", shard " + shard + ": notifying the agent");
         lastStaged = step;
-        return mine;
+        pendingRequest = request;
+        pendingCrc = crc;
+        return crc;
+    }
+
+    /**
+     * WRITEs the shard into staging in pieces, two in flight, computing the CRC32C of each piece while it is in
+     * flight: where the provider moves the bytes in the background (tcp0) the checksum overlaps the wire; where the
+     * poster copies them (shm0) the checksum reads a piece the copy just brought into the cache. One pass, no thread
+     * hand-over (which costs milliseconds on an oversubscribed host).
+     */
+    private int writeAndDigest(LocalSegment source, long sourceOffset, long length, String what) {
+        digest.reset();
+        TransferBatch previous = null;
+        for (long pos = 0; pos < length; pos += PIECE_BYTES) {
+            long n = Math.min(PIECE_BYTES, length - pos);
+            TransferBatch current = previous == batch ? batch2 : batch;
+            current.clear();
+            current.write(source, sourceOffset + pos, staging, layout.offset(shard) + pos, n);
+            current.submit();
+            digest.update(source.memory().asSlice(sourceOffset + pos, n).asByteBuffer());
+            if (previous != null) {
+                awaitBatch(previous, what + ": staging WRITE");
+            }
+            previous = current;
+        }
+        if (previous != null) {
+            awaitBatch(previous, what + ": staging WRITE");
+        }
+        return (int) digest.getValue();
+    }
+
+    /**
+     * READs back the agent's CRC32C of the last staged shard (waiting until it computed it) and compares it with the
+     * rank's; returns at once when there is nothing to verify.
+     *
+     * @throws CheckpointException when they differ (the agent then does not persist the step), the agent refused the
+     *     step, is unreachable, or the timeout passed
+     */
+    public void verify() {
+        if (pendingRequest < 0) {
+            return;
+        }
+        long request = pendingRequest;
+        pendingRequest = -1;
+        String what = "step " + lastStaged + ", shard " + shard;
+        ByteBuffer reply = awaitReply(request, System.nanoTime() + timeoutNs, what);
+        int theirs = (int) reply.getLong(ControlBlock.S_CRC);
+        if (theirs != pendingCrc) {
+            throw new CheckpointException(String.format("%s: the agent's CRC32C %08x of the staged shard differs from "
+                + "the rank's %08x", what, theirs, pendingCrc));
+        }
     }
 
     /** {@link #stage(long, LocalSegment, long)} of the whole segment from offset 0. */
@@ -173,9 +227,13 @@ public final class CheckpointClient implements AutoCloseable {
      * Waits until {@code step} is durable on disk (and {@code latest} names it or a newer step).
      *
      * @throws CheckpointException with the agent's error when persisting that step failed (a full disk: the previous
-     *     checkpoint stays), or when it is not durable within {@code timeout}
+     *     checkpoint stays), when this rank's shard of it failed {@link #verify()}, or when it is not durable within
+     *     {@code timeout}
      */
     public void awaitDurable(long step, Duration timeout) {
+        if (step >= lastStaged) {
+            verify();
+        }
         long deadlineNs = System.nanoTime() + Math.min(timeout.toNanos(), Long.MAX_VALUE / 4);
         ByteBuffer h = awaitHeader(deadlineNs, b -> b.getLong(ControlBlock.H_DURABLE) >= step
             || b.getLong(ControlBlock.H_FAILED) >= step, "step " + step + " to be durable");
@@ -230,9 +288,13 @@ public final class CheckpointClient implements AutoCloseable {
     // ------------------------------------------------------------------------------------------ waiting
 
     private void awaitBatch(String what) {
-        batch.await();
-        if (!batch.succeeded()) {
-            String why = batch.error(0) != null ? batch.error(0) : batch.notificationError();
+        awaitBatch(batch, what);
+    }
+
+    private void awaitBatch(TransferBatch b, String what) {
+        b.await();
+        if (!b.succeeded()) {
+            String why = b.error(0) != null ? b.error(0) : b.notificationError();
             throw new CheckpointException(what + " to checkpoint agent '" + name + "' (rank " + staging.rank()
                 + ") failed: " + why);
         }
@@ -309,6 +371,7 @@ public final class CheckpointClient implements AutoCloseable {
     @Override
     public void close() {
         batch.close();
+        batch2.close();
         scratch.close();
     }
 }

@@ -108,18 +108,26 @@ final class ControlBlock {
 
     // ------------------------------------------------------------------------------------------ requests
 
-    /** A STAGE request: shard {@code shard} of {@code layout} for {@code step} is in staging. */
-    static byte[] stage(long request, long step, int shard, ShardLayout layout) {
-        return ByteBuffer.allocate(42).order(ByteOrder.LITTLE_ENDIAN).put(STAGE).putLong(request).putLong(step)
-            .putInt(shard).putLong(layout.totalBytes()).putInt(layout.elementBytes()).putInt(layout.shards())
-            .put((byte) 0).array();
+    /** Bytes of a request. */
+    static final int REQUEST_BYTES = 45;
+
+    /**
+     * A STAGE request: shard {@code shard} of {@code layout} for {@code step} is in staging, and its CRC32C as the
+     * rank computed it from its own memory is {@code crc}.
+     */
+    static byte[] stage(long request, long step, int shard, ShardLayout layout, int crc) {
+        return request(STAGE, request, step, shard, layout, crc);
     }
 
     /** A RESTORE request: the newest durable checkpoint, shard {@code shard} of {@code layout}. */
     static byte[] restore(long request, int shard, ShardLayout layout) {
-        return ByteBuffer.allocate(42).order(ByteOrder.LITTLE_ENDIAN).put(RESTORE).putLong(request).putLong(-1)
-            .putInt(shard).putLong(layout.totalBytes()).putInt(layout.elementBytes()).putInt(layout.shards())
-            .put((byte) 0).array();
+        return request(RESTORE, request, -1, shard, layout, 0);
+    }
+
+    private static byte[] request(byte kind, long request, long step, int shard, ShardLayout layout, int crc) {
+        return ByteBuffer.allocate(REQUEST_BYTES).order(ByteOrder.LITTLE_ENDIAN).put(kind).putLong(request)
+            .putLong(step).putInt(shard).putLong(layout.totalBytes()).putInt(layout.elementBytes())
+            .putInt(layout.shards()).putInt(crc).array();
     }
 
     /**
@@ -130,8 +138,9 @@ final class ControlBlock {
      * @param step the step (-1 for the newest in a RESTORE)
      * @param shard the shard, also the reply slot
      * @param layout the rank's layout
+     * @param crc the rank's CRC32C of its shard (STAGE)
      */
-    record Request(byte kind, long request, long step, int shard, ShardLayout layout) {
+    record Request(byte kind, long request, long step, int shard, ShardLayout layout, int crc) {
     }
 
     /**
@@ -140,7 +149,7 @@ final class ControlBlock {
      * @throws IllegalArgumentException when it is malformed
      */
     static Request parse(byte[] message) {
-        if (message.length != 42 || (message[0] != STAGE && message[0] != RESTORE)) {
+        if (message.length != REQUEST_BYTES || (message[0] != STAGE && message[0] != RESTORE)) {
             throw new IllegalArgumentException("malformed checkpoint request of " + message.length + " B");
         }
         ByteBuffer b = ByteBuffer.wrap(message).order(ByteOrder.LITTLE_ENDIAN);
@@ -151,6 +160,7 @@ final class ControlBlock {
         long total = b.getLong();
         int element = b.getInt();
         int shards = b.getInt();
-        return new Request(kind, request, step, shard, new ShardLayout(total, element, shards));
+        int crc = b.getInt();
+        return new Request(kind, request, step, shard, new ShardLayout(total, element, shards), crc);
     }
 }

@@ -1,6 +1,8 @@
 package io.jccl.services.checkpoint;
 
 import io.jccl.services.transfer.LocalSegment;
+import io.jccl.services.transfer.RemoteSegment;
+import io.jccl.services.transfer.TransferBatch;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -133,15 +135,57 @@ class CheckpointStagingTest {
                  LocalSegment state = engine.registerSegment("small/" + shard, mine.length(shard))) {
                 if (shard == 0) {
                     client.stage(5, state);
+                    client.verify();
                 }
                 barrier.await(60, TimeUnit.SECONDS);
                 if (shard == 1) {
-                    CheckpointException e = assertThrows(CheckpointException.class, () -> client.stage(5, state));
+                    client.stage(5, state); // returns once in staging: the refusal comes with the digest
+                    CheckpointException e = assertThrows(CheckpointException.class, client::verify);
                     assertTrue(e.getMessage().contains("started with"), e.getMessage());
                 }
                 assertThrows(IllegalArgumentException.class, () -> client.stage(6, state, 1));
             }
         });
         assertFalse(Files.exists(dir.resolve("step-0000000000000005")), "an incomplete step is never persisted");
+    }
+
+    @Test
+    void shouldNeverPersistAStepWhoseStagedShardDiffersFromTheRanks(@TempDir Path dir) throws Exception {
+        ShardLayout layout = new ShardLayout(64 << 10, 4, 2);
+        CheckpointSettings settings = CheckpointSettings.defaults(dir).withStagingBytes(1 << 20);
+        Jobs.run("shm0", 2, settings, (agent, barrier) -> barrier.await(60, TimeUnit.SECONDS), (engine, barrier) -> {
+            int shard = engine.rank();
+            try (CheckpointClient client = CheckpointClient.open(engine, "default", layout, shard, Jobs.TIMEOUT);
+                 LocalSegment state = engine.registerSegment("state/" + shard, layout.length(shard))) {
+                Jobs.fill(state.memory(), 0, layout.offset(shard), layout.length(shard), 1);
+                client.stage(1, state);
+                client.awaitDurable(1, Jobs.TIMEOUT);
+                if (shard == 0) {
+                    Jobs.fill(state.memory(), 0, layout.offset(shard), layout.length(shard), 2);
+                    client.stage(2, state);
+                    client.verify(); // shard 0 of step 2 is fine
+                }
+                barrier.await(60, TimeUnit.SECONDS);
+                if (shard == 1) {
+                    // What a transfer that lands other bytes than the rank holds looks like to the agent: the rank's
+                    // CRC32C in the request differs from the agent's of the staged bytes.
+                    RemoteSegment staging = engine.openSegment(CheckpointSettings.stagingSegment("default"));
+                    try (TransferBatch b = engine.newBatch(1)) {
+                        b.write(state, 0, staging, layout.offset(1), layout.length(1));
+                        b.notify(ControlBlock.stage(77, 2, 1, layout,
+                            CheckpointAgent.crc32c(state.memory(), 0, layout.length(1)) ^ 1));
+                        assertTrue(b.submit().await(), b.toString());
+                    }
+                } else {
+                    CheckpointException e = assertThrows(CheckpointException.class,
+                        () -> client.awaitDurable(2, Jobs.TIMEOUT));
+                    assertTrue(e.getMessage().contains("differs from the rank's") && e.getMessage().contains(
+                        "step 2 is not persisted"), e.getMessage());
+                }
+            }
+        });
+        CheckpointDirectory disk = new CheckpointDirectory(dir);
+        assertEquals(List.of(1L), disk.steps());
+        assertEquals(1, disk.latest().orElseThrow().step());
     }
 }
