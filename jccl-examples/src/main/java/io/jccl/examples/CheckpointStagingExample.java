@@ -27,15 +27,17 @@ import java.util.stream.Stream;
 /**
  * Checkpoint staging (jccl-services): four training ranks hold a float state split evenly
  * ({@link ShardLayout}), "train" it (every element += 1 per step) and checkpoint every few steps: each rank WRITEs its
- * shard into the checkpoint agent's staging memory (rank 4) and READs back the agent's CRC32C, which is all the
- * training loop waits for; the agent persists in the background (shard files fsynced, manifest renamed atomically,
+ * shard into the checkpoint agent's staging memory (rank 4) with its CRC32C, which is all the training loop waits
+ * for (the agent's digest is READ back and compared before the next checkpoint); the agent persists in the background (shard files fsynced, manifest renamed atomically,
  * then {@code latest}). Then the job ends, and a new job of two ranks and a new agent restores the newest checkpoint,
  * re-sharded 4 → 2, and checks every element.
  *
  * <pre>
- * ./jccl example CheckpointStagingExample [--device shm0|tcp0] [--mib 16] [--steps 6] [--every 2] [--dir DIR]
+ * ./jccl example CheckpointStagingExample [--device shm0|tcp0] [--mib 16] [--steps 6] [--every 2] [--step-ms 200]
+ *     [--dir DIR]
  * </pre>
- * Without {@code --dir} the checkpoints go to a temporary directory, removed at the end.
+ * {@code --step-ms} pads each training step to that many milliseconds (the compute a real step has, during which the
+ * agent persists); without {@code --dir} the checkpoints go to a temporary directory, removed at the end.
  */
 public final class CheckpointStagingExample {
     private static final Duration TIMEOUT = Duration.ofSeconds(60);
@@ -49,10 +51,11 @@ public final class CheckpointStagingExample {
         long mib = Long.parseLong(ExampleSupport.option(args, "--mib", "16"));
         int steps = Integer.parseInt(ExampleSupport.option(args, "--steps", "6"));
         int every = Integer.parseInt(ExampleSupport.option(args, "--every", "2"));
+        long stepMs = Long.parseLong(ExampleSupport.option(args, "--step-ms", "200"));
         String dir = ExampleSupport.option(args, "--dir", null);
         Path root = dir != null ? Path.of(dir) : Files.createTempDirectory("jccl-checkpoints-");
         try {
-            System.out.println(run(device, mib << 20, steps, every, root));
+            System.out.println(run(device, mib << 20, steps, every, stepMs, root));
         } finally {
             if (dir == null) {
                 deleteTree(root);
@@ -60,12 +63,16 @@ public final class CheckpointStagingExample {
         }
     }
 
-    /** Trains and checkpoints with 4 ranks, then restores with 2; returns the report. */
-    public static String run(String device, long stateBytes, int steps, int every, Path root) throws Exception {
+    /**
+     * Trains and checkpoints with 4 ranks ({@code stepMs} per step at least), then restores with 2; returns the
+     * report.
+     */
+    public static String run(String device, long stateBytes, int steps, int every, long stepMs, Path root)
+        throws Exception {
         ShardLayout four = new ShardLayout(stateBytes, Float.BYTES, 4);
         CheckpointSettings settings = CheckpointSettings.defaults(root).withStagingBytes(stateBytes).withKeep(2);
         StringBuilder report = new StringBuilder();
-        List<String> first = job(device, 4, settings, (engine, agentRank) -> train(engine, four, steps, every));
+        List<String> first = job(device, 4, settings, (engine, agentRank) -> train(engine, four, steps, every, stepMs));
         first.forEach(line -> report.append(line).append('\n'));
         long last = steps / every * every;
         ShardLayout two = four.withShards(2);
@@ -122,7 +129,8 @@ public final class CheckpointStagingExample {
         return lines;
     }
 
-    private static String train(TransferEngine engine, ShardLayout layout, int steps, int every) {
+    private static String train(TransferEngine engine, ShardLayout layout, int steps, int every, long stepMs)
+        throws InterruptedException {
         int shard = engine.rank();
         try (CheckpointClient ckpt = CheckpointClient.open(engine, "default", layout, shard, TIMEOUT);
              LocalSegment state = engine.registerSegment("state/" + shard, Math.max(1, layout.length(shard)))) {
@@ -132,14 +140,21 @@ public final class CheckpointStagingExample {
                 init(state.memory(), firstElement, layout.length(shard) / Float.BYTES);
             }
             double stallMs = 0;
+            double waitMs = 0;
             int checkpoints = 0;
             long lastStaged = -1;
             for (long step = Math.max(1, restored + 1); step <= steps; step++) {
+                long stepStartNs = System.nanoTime();
                 trainStep(state.memory(), layout.length(shard) / Float.BYTES);
+                long restNs = stepMs * 1_000_000 - (System.nanoTime() - stepStartNs);
+                if (restNs > 0) {
+                    Thread.sleep(restNs / 1_000_000); // the rest of a real step's compute
+                }
                 if (step % every == 0) {
                     long t0 = System.nanoTime();
                     ckpt.stage(step, state); // the training loop's whole stall
                     stallMs += (System.nanoTime() - t0) / 1e6;
+                    waitMs += ckpt.lastReleaseWaitNs() / 1e6;
                     checkpoints++;
                     lastStaged = step;
                 }
@@ -148,9 +163,11 @@ public final class CheckpointStagingExample {
             if (lastStaged >= 0) {
                 ckpt.awaitDurable(lastStaged, TIMEOUT);
             }
-            return String.format("rank %d: shard of %d B, %d checkpoints, stall %.2f ms per checkpoint (WRITE + "
-                    + "CRC32C check); step %d durable %.1f ms after the loop ended", shard, layout.length(shard),
-                checkpoints, checkpoints == 0 ? 0 : stallMs / checkpoints, lastStaged, (System.nanoTime() - t0) / 1e6);
+            int n = Math.max(1, checkpoints);
+            return String.format("rank %d: shard of %d B, %d checkpoints, stall %.2f ms per checkpoint (of which %.2f "
+                    + "ms waiting for the previous one to be persisted); step %d durable %.1f ms after the loop ended",
+                shard, layout.length(shard), checkpoints, stallMs / n, waitMs / n, lastStaged,
+                (System.nanoTime() - t0) / 1e6);
         }
     }
 

@@ -54,6 +54,7 @@ public final class CheckpointClient implements AutoCloseable {
     private long lastStaged = -1;
     /** Request of the staged step whose digest was not READ back yet, or -1. */
     private long pendingRequest = -1;
+    private long lastReleaseWaitNs;
     private int pendingCrc;
     private final TransferBatch batch2;
     private final CRC32C digest = new CRC32C();
@@ -108,6 +109,14 @@ public final class CheckpointClient implements AutoCloseable {
         return shard;
     }
 
+    /**
+     * How long the last {@link #stage} waited for the agent to release the previous step: the back-pressure part of
+     * its stall (checkpoints coming faster than the agent persists them), a READ's time when it did not wait.
+     */
+    public long lastReleaseWaitNs() {
+        return lastReleaseWaitNs;
+    }
+
     /** The agent's rank. */
     public int agentRank() {
         return staging.rank();
@@ -147,10 +156,12 @@ public final class CheckpointClient implements AutoCloseable {
         }
         verify();
         long deadlineNs = System.nanoTime() + timeoutNs;
+        long waitStartNs = System.nanoTime();
         if (lastStaged >= 0) {
             awaitHeader(deadlineNs, h -> h.getLong(ControlBlock.H_RELEASED) >= lastStaged,
                 "staging to be released by step " + lastStaged);
         }
+        lastReleaseWaitNs = System.nanoTime() - waitStartNs;
         int crc = writeAndDigest(source, sourceOffset, length, "step " + step + ", shard " + shard);
         long request = nextRequest++;
         batch.clear();
@@ -173,20 +184,34 @@ public final class CheckpointClient implements AutoCloseable {
     private int writeAndDigest(LocalSegment source, long sourceOffset, long length, String what) {
         digest.reset();
         TransferBatch previous = null;
-        for (long pos = 0; pos < length; pos += PIECE_BYTES) {
-            long n = Math.min(PIECE_BYTES, length - pos);
-            TransferBatch current = previous == batch ? batch2 : batch;
-            current.clear();
-            current.write(source, sourceOffset + pos, staging, layout.offset(shard) + pos, n);
-            current.submit();
-            digest.update(source.memory().asSlice(sourceOffset + pos, n).asByteBuffer());
+        try {
+            for (long pos = 0; pos < length; pos += PIECE_BYTES) {
+                long n = Math.min(PIECE_BYTES, length - pos);
+                TransferBatch current = previous == batch ? batch2 : batch;
+                current.clear();
+                current.write(source, sourceOffset + pos, staging, layout.offset(shard) + pos, n);
+                current.submit();
+                digest.update(source.memory().asSlice(sourceOffset + pos, n).asByteBuffer());
+                if (previous != null) {
+                    awaitBatch(previous, what + ": staging WRITE");
+                }
+                previous = current;
+            }
             if (previous != null) {
                 awaitBatch(previous, what + ": staging WRITE");
             }
-            previous = current;
-        }
-        if (previous != null) {
-            awaitBatch(previous, what + ": staging WRITE");
+        } catch (RuntimeException e) {
+            // Let the other piece finish or fail (bounded by the engine's deadline) so both batches can be reused.
+            for (TransferBatch b : new TransferBatch[] {batch, batch2}) {
+                try {
+                    if (!b.isDone()) {
+                        b.await();
+                    }
+                } catch (IllegalStateException notSubmitted) {
+                    // nothing in flight
+                }
+            }
+            throw e;
         }
         return (int) digest.getValue();
     }
