@@ -153,10 +153,17 @@ public final class CheckpointAgent implements AutoCloseable {
                     + request.shard() + ", outside 0.." + (settings.maxShards() - 1) + " (JCCL_CHECKPOINT_MAX_SHARDS)");
                 continue;
             }
-            if (request.kind() == ControlBlock.STAGE) {
-                onStage(request);
-            } else {
-                disk.execute(() -> onRestore(request));
+            try {
+                if (request.kind() == ControlBlock.STAGE) {
+                    onStage(request);
+                } else {
+                    disk.execute(() -> onRestore(request));
+                }
+            } catch (RuntimeException e) {
+                // The agent keeps serving; the rank gets the reason instead of waiting for its deadline.
+                log.warn(engine.rank(), Log.Subsys.NET, "checkpoint agent: request of rank " + n.fromRank()
+                    + " failed: " + e);
+                reply(request, ControlBlock.ERROR, request.step(), 0, 0, "the agent failed on the request: " + e);
             }
         }
     }

@@ -199,23 +199,39 @@ public final class CheckpointDirectory {
             String[] files = new String[layout.shards()];
             long startNs = System.nanoTime();
             long written = 0;
+            // Each chunk is copied out of the state, checksummed and written from the copy: the file then holds
+            // exactly the bytes its CRC32C describes, even if the state changed meanwhile (a rank staging without
+            // waiting for the release), and such a change fails the persist instead of publishing a bad checkpoint.
+            ByteBuffer chunk = ByteBuffer.allocateDirect((int) Math.min(CHUNK_BYTES, Math.max(1,
+                layout.totalBytes())));
+            MemorySegment chunkSegment = MemorySegment.ofBuffer(chunk);
+            CRC32C crc = new CRC32C();
             for (int r = 0; r < layout.shards(); r++) {
                 files[r] = String.format("shard-%05d-of-%05d.bin", r, layout.shards());
                 MemorySegment shard = state.asSlice(layout.offset(r), layout.length(r));
+                crc.reset();
                 try (FileChannel ch = FileChannel.open(dir.resolve(files[r]), StandardOpenOption.CREATE_NEW,
                     StandardOpenOption.WRITE)) {
                     long pos = 0;
                     while (pos < shard.byteSize()) {
-                        int n = (int) Math.min(CHUNK_BYTES, shard.byteSize() - pos);
-                        ByteBuffer b = shard.asSlice(pos, n).asByteBuffer();
-                        while (b.hasRemaining()) {
-                            ch.write(b, pos + b.position());
+                        int n = (int) Math.min(chunk.capacity(), shard.byteSize() - pos);
+                        MemorySegment.copy(shard, pos, chunkSegment, 0, n);
+                        chunk.clear().limit(n);
+                        crc.update(chunk);
+                        chunk.flip();
+                        while (chunk.hasRemaining()) {
+                            ch.write(chunk, pos + chunk.position());
                         }
                         pos += n;
                         written += n;
                         throttle(startNs, written, bytesPerSecond);
                     }
                     ch.force(true);
+                }
+                if ((int) crc.getValue() != crcs[r]) {
+                    throw new CheckpointException(String.format("checkpoint step %d: shard %d changed in staging while "
+                        + "it was persisted (CRC32C %08x written, %08x verified with the rank): not published", step,
+                        r, (int) crc.getValue(), crcs[r]));
                 }
             }
             forceDirectory(dir);

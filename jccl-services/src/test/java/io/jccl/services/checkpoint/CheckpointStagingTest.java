@@ -188,4 +188,23 @@ class CheckpointStagingTest {
         assertEquals(List.of(1L), disk.steps());
         assertEquals(1, disk.latest().orElseThrow().step());
     }
+
+    @Test
+    void shouldNotPublishAShardWhoseBytesDifferFromItsVerifiedCrc(@TempDir Path dir) throws Exception {
+        ShardLayout layout = new ShardLayout(64 << 10, 4, 2);
+        java.lang.foreign.MemorySegment state = java.lang.foreign.Arena.ofAuto().allocate(layout.totalBytes());
+        Jobs.fill(state, 0, 0, layout.totalBytes(), 1);
+        CheckpointDirectory disk = new CheckpointDirectory(dir);
+        int[] crcs = {CheckpointAgent.crc32c(state, 0, layout.length(0)),
+            CheckpointAgent.crc32c(state, layout.offset(1), layout.length(1))};
+        disk.persist(1, layout, state, crcs, 0);
+        // Staging changed after the ranks' digests were checked (shard 1's CRC no longer describes its bytes).
+        Jobs.fill(state, 0, 0, layout.totalBytes(), 2);
+        crcs[0] = CheckpointAgent.crc32c(state, 0, layout.length(0));
+        CheckpointException e = assertThrows(CheckpointException.class, () -> disk.persist(2, layout, state, crcs, 0));
+        assertTrue(e.getMessage().contains("shard 1 changed in staging"), e.getMessage());
+        assertEquals(List.of(1L), disk.steps());
+        assertFalse(Files.exists(disk.stepDirectory(2)));
+        assertEquals(1, disk.latest().orElseThrow().step());
+    }
 }
