@@ -46,6 +46,7 @@ public final class EmbeddingClient implements AutoCloseable {
     private final String table;
     final RemoteSegment remote;
     private final LocalSegment inbox;
+    private final long subscriberWord;
     final long rows;
     final int dim;
     final int slotBytes;
@@ -74,7 +75,11 @@ public final class EmbeddingClient implements AutoCloseable {
                 + EmbeddingServer.segmentName(table) + "'): " + e.getMessage(), e);
         }
         long headerBytes = TableLayout.dataOffset(engine.size());
-        inbox = engine.registerSegment(Invalidations.inboxName(table, engine.rank()), headerBytes + 64);
+        // The inbox's name carries this client's subscriber word: a writer finds it from the word alone, and a
+        // client reopened while the old one is still open gets a name of its own.
+        subscriberWord = io.jccl.common.SecureIds.nonce() | 1;
+        inbox = engine.registerSegment(Invalidations.inboxName(table, engine.rank(), subscriberWord),
+            headerBytes + 64);
         try (TransferBatch b = engine.newBatch(1)) {
             MemorySegment h = inbox.memory();
             while (true) {
@@ -113,7 +118,7 @@ public final class EmbeddingClient implements AutoCloseable {
             cache = cacheRows > 0 ? new RowCache(cacheRows, dim) : null;
             CLIENTS.computeIfAbsent(engine, e -> new CopyOnWriteArrayList<>()).add(this);
             if (cache != null) {
-                subscribe(b, io.jccl.common.SecureIds.nonce() | 1);
+                subscribe(b, subscriberWord);
             }
         } catch (RuntimeException e) {
             inbox.close();
@@ -214,8 +219,8 @@ public final class EmbeddingClient implements AutoCloseable {
         }
         if (updateScratch == null) {
             long words = TableLayout.dataOffset(engine.size());
-            updateScratch = engine.registerSegment(EmbeddingServer.segmentName(table) + "/u/" + engine.rank(),
-                words + slotBytes + 64);
+            updateScratch = engine.registerSegment(EmbeddingServer.segmentName(table) + "/u/" + engine.rank() + "/"
+                + Long.toHexString(subscriberWord), words + slotBytes + 64);
             updateImage = updateScratch.memory();
             updateInvalidations = new Invalidations(engine, table, tableId, updateScratch, words + slotBytes);
         }

@@ -52,8 +52,9 @@ final class Invalidations implements AutoCloseable {
         postedRanks = new int[engine.size()];
     }
 
-    static String inboxName(String table, int rank) {
-        return EmbeddingServer.segmentName(table) + "/c/" + rank;
+    /** The inbox segment of the client of {@code rank} whose subscriber word is {@code word}. */
+    static String inboxName(String table, int rank, long word) {
+        return EmbeddingServer.segmentName(table) + "/c/" + rank + "/" + Long.toHexString(word);
     }
 
     /** Offset of the inbox word in a client segment of a job of {@code ranks}. */
@@ -82,7 +83,7 @@ final class Invalidations implements AutoCloseable {
             }
             if (targets[r] == null || targetWords[r] != word) {
                 try {
-                    targets[r] = engine.openSegment(inboxName(table, r), Duration.ZERO);
+                    targets[r] = engine.openSegment(inboxName(table, r, word), Duration.ZERO);
                     targetWords[r] = word;
                 } catch (TransferException e) {
                     int rank = r;
