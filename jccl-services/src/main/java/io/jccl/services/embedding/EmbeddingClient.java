@@ -53,20 +53,28 @@ public final class EmbeddingClient implements AutoCloseable {
     final long dataOffset;
     final int tableId;
     final RowCache cache;
-    private final int maxReadAttempts;
+    private final long rowRetryLimitNs;
     private final AtomicLong tornReads = new AtomicLong();
     private final AtomicLong invalidationsReceived = new AtomicLong();
     private LocalSegment updateScratch;
     private MemorySegment updateImage;
     private Invalidations updateInvalidations;
     private final Arena arena = Arena.ofShared();
+    /** The server's table mapped for loads (direct access), or null: READ work requests. */
+    volatile MemorySegment mapped;
+    /** When the last liveness probe of a direct reader completed. */
+    private long lastProbeNs;
+    private TransferBatch probe;
+    /** Why the last probe failed, or null. */
+    private volatile String probeFailure;
     private final CRC32C crc = new CRC32C();
     private volatile boolean closed;
 
-    private EmbeddingClient(TransferEngine engine, String table, Duration wait, int cacheRows, int maxReadAttempts) {
+    private EmbeddingClient(TransferEngine engine, String table, Duration wait, int cacheRows, long rowRetryLimitNs,
+                            boolean directAccess) {
         this.engine = engine;
         this.table = table;
-        this.maxReadAttempts = maxReadAttempts;
+        this.rowRetryLimitNs = rowRetryLimitNs;
         long deadline = System.nanoTime() + wait.toNanos();
         try {
             remote = engine.openSegment(EmbeddingServer.segmentName(table), wait);
@@ -116,6 +124,8 @@ public final class EmbeddingClient implements AutoCloseable {
                     + remote.length() + " B)");
             }
             cache = cacheRows > 0 ? new RowCache(cacheRows, dim) : null;
+            mapped = directAccess ? engine.mapSegment(remote) : null;
+            lastProbeNs = System.nanoTime();
             CLIENTS.computeIfAbsent(engine, e -> new CopyOnWriteArrayList<>()).add(this);
             if (cache != null) {
                 subscribe(b, subscriberWord);
@@ -134,24 +144,29 @@ public final class EmbeddingClient implements AutoCloseable {
      * @throws EmbeddingException when no table of that name appears in time, or the segment is not a table
      */
     public static EmbeddingClient open(TransferEngine engine, String table, Duration wait, int cacheRows) {
-        return open(engine, table, wait, cacheRows, 1000);
+        return open(engine, table, wait, cacheRows, ROW_RETRY_LIMIT_DEFAULT, true);
     }
 
     /**
-     * As {@link #open(TransferEngine, String, Duration, int)}; a row read {@code maxReadAttempts} times while a
-     * writer was in it fails its lookup ("kept changing") instead of being retried for ever.
+     * As {@link #open(TransferEngine, String, Duration, int)}; a row that a writer is still in (or that reads torn)
+     * after {@code rowRetryLimit} of re-reads fails its lookup ("kept changing") instead of being retried for ever
+     * (a writer that died mid-row leaves it odd). With
+     * {@code directAccess}, where the device that reaches the server maps its memory (shm0:
+     * {@link TransferEngine#mapSegment}), rows are copied with loads instead of READ work requests, under the same
+     * seqlock checks, and a READ of the table's header at most every millisecond confirms that the server is alive
+     * and the table open (a lookup after a failed probe fails with the probe's reason); elsewhere READs.
      */
     public static EmbeddingClient open(TransferEngine engine, String table, Duration wait, int cacheRows,
-                                       int maxReadAttempts) {
+                                       Duration rowRetryLimit, boolean directAccess) {
         Objects.requireNonNull(engine, "engine");
         Objects.requireNonNull(table, "table");
         if (cacheRows < 0) {
             throw new IllegalArgumentException("cacheRows " + cacheRows + " must not be negative");
         }
-        if (maxReadAttempts < 1) {
-            throw new IllegalArgumentException("maxReadAttempts " + maxReadAttempts + " must be at least 1");
+        if (rowRetryLimit.isNegative()) {
+            throw new IllegalArgumentException("rowRetryLimit " + rowRetryLimit + " must not be negative");
         }
-        return new EmbeddingClient(engine, table, wait, cacheRows, maxReadAttempts);
+        return new EmbeddingClient(engine, table, wait, cacheRows, rowRetryLimit.toNanos(), directAccess);
     }
 
     /** Sets this rank's subscriber word in the table's header (one-sided WRITE). */
@@ -163,6 +178,57 @@ public final class EmbeddingClient implements AutoCloseable {
         if (!b.submit().await()) {
             throw new EmbeddingException("embedding table '" + table + "': could not subscribe: " + b);
         }
+    }
+
+    /** How long a row may keep changing before its lookup fails: far beyond a live writer's few WRITEs. */
+    public static final Duration ROW_RETRY_LIMIT_DEFAULT = Duration.ofSeconds(1);
+
+    /** How long a direct reader's confirmation by a header READ stays valid. */
+    static final long PROBE_INTERVAL_NS = 1_000_000L;
+
+    /**
+     * For direct readers: null when the server answered a header READ within the last millisecond with the table
+     * still open (probing now if the last answer is older), else why not. Called after the rows were copied, so
+     * every row a direct lookup returns was read before a successful probe or within a millisecond after one.
+     */
+    synchronized String confirm() {
+        if (probeFailure != null) {
+            return probeFailure;
+        }
+        long now = System.nanoTime();
+        if (now - lastProbeNs < PROBE_INTERVAL_NS) {
+            return null;
+        }
+        if (probe == null) {
+            probe = engine.newBatch(1);
+        } else {
+            try {
+                probe.clear();
+            } catch (IllegalStateException stillOut) {
+                probe.close();
+                probe = engine.newBatch(1);
+            }
+        }
+        long at = TableLayout.dataOffset(engine.size()) + 16;
+        probe.read(inbox, at, remote, TableLayout.OFF_MAGIC, Long.BYTES);
+        if (!probe.submit().await()) {
+            probeFailure = "table '" + table + "' of rank " + remote.rank() + " cannot be confirmed: "
+                + probe.error(0);
+        } else if (inbox.memory().get(ValueLayout.JAVA_LONG_UNALIGNED, at) != TableLayout.MAGIC) {
+            probeFailure = closedMessage();
+        } else {
+            lastProbeNs = System.nanoTime();
+        }
+        return probeFailure;
+    }
+
+    String closedMessage() {
+        return "table '" + table + "' was closed by its server (rank " + remote.rank() + "); reopen it";
+    }
+
+    /** Whether lookups copy rows through a mapping of the server's memory (direct access) instead of READs. */
+    public boolean isDirect() {
+        return mapped != null;
     }
 
     /** The table's name. */
@@ -197,7 +263,7 @@ public final class EmbeddingClient implements AutoCloseable {
             throw new IllegalArgumentException("lookup capacity " + capacity + " outside 1.."
                 + Integer.MAX_VALUE / slotBytes + " for rows of " + slotBytes + " B");
         }
-        return new EmbeddingLookup(this, capacity, maxReadAttempts,
+        return new EmbeddingLookup(this, capacity, rowRetryLimitNs,
             EmbeddingServer.segmentName(table) + "/l/" + engine.rank() + "." + LOOKUP_IDS.incrementAndGet());
     }
 
@@ -362,6 +428,9 @@ public final class EmbeddingClient implements AutoCloseable {
             if (clients.isEmpty()) {
                 CLIENTS.remove(engine, clients);
             }
+        }
+        if (probe != null) {
+            probe.close();
         }
         if (cache != null) {
             try (TransferBatch b = engine.newBatch(1)) {

@@ -7,6 +7,7 @@ import io.jccl.services.transfer.TransferStatus;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
+import java.util.concurrent.locks.LockSupport;
 import java.util.zip.CRC32C;
 
 /**
@@ -27,7 +28,7 @@ public final class EmbeddingLookup implements AutoCloseable {
 
     private final EmbeddingClient client;
     private final int capacity;
-    private final int maxAttempts;
+    private final long retryLimitNs;
     private final int slotBytes;
     private final LocalSegment buffer;
     private final MemorySegment memory;
@@ -46,10 +47,10 @@ public final class EmbeddingLookup implements AutoCloseable {
     private boolean executed;
     private boolean closed;
 
-    EmbeddingLookup(EmbeddingClient client, int capacity, int maxAttempts, String bufferName) {
+    EmbeddingLookup(EmbeddingClient client, int capacity, long retryLimitNs, String bufferName) {
         this.client = client;
         this.capacity = capacity;
-        this.maxAttempts = maxAttempts;
+        this.retryLimitNs = retryLimitNs;
         slotBytes = client.slotBytes;
         buffer = client.engine.registerSegment(bufferName, (long) capacity * slotBytes);
         memory = buffer.memory();
@@ -125,6 +126,18 @@ public final class EmbeddingLookup implements AutoCloseable {
         }
         int[] todo = pending;
         int[] next = pendingNext;
+        MemorySegment mapped = client.mapped;
+        if (mapped != null && misses > 0) {
+            try {
+                readMapped(mapped, misses);
+                return failed == 0;
+            } catch (IllegalStateException unmapped) {
+                // The view was unmapped (table revoked, link rebuilt): READs say why from now on.
+                client.mapped = null;
+                failed = 0;
+            }
+        }
+        long firstNs = 0;
         for (int attempt = 1; misses > 0; attempt++) {
             resetBatch();
             for (int k = 0; k < misses; k++) {
@@ -143,9 +156,11 @@ public final class EmbeddingLookup implements AutoCloseable {
                 }
                 long v = TableLayout.validate(memory, crc, view, i * slotBytes, slotBytes, rows[i]);
                 if (v < 0) {
-                    if (attempt >= maxAttempts) {
-                        fail(i, "row " + rows[i] + " of table '" + client.table() + "' kept changing: " + attempt
-                            + " reads found a writer in it or a torn copy");
+                    if (firstNs == 0) {
+                        firstNs = System.nanoTime();
+                    }
+                    if (System.nanoTime() - firstNs > retryLimitNs) {
+                        fail(i, changing(i, attempt));
                     } else {
                         next[again++] = i;
                     }
@@ -159,7 +174,7 @@ public final class EmbeddingLookup implements AutoCloseable {
             }
             if (again > 0) {
                 client.countTorn(again);
-                Thread.onSpinWait(); // a writer is mid-row: its next WRITE lands within a round trip
+                backOff(attempt); // a writer is mid-row: its next WRITE lands within a round trip, or later
             }
             int[] swap = todo;
             todo = next;
@@ -167,6 +182,85 @@ public final class EmbeddingLookup implements AutoCloseable {
             misses = again;
         }
         return failed == 0;
+    }
+
+    /**
+     * Direct access: copies each pending row's slot from the mapped table and checks it as a READ's copy is checked
+     * (re-copying while a writer is in it), then confirms the server is alive (at most one header READ per
+     * millisecond).
+     */
+    private void readMapped(MemorySegment mapped, int misses) {
+        if (mapped.get(ValueLayout.JAVA_LONG_UNALIGNED, TableLayout.OFF_MAGIC) != TableLayout.MAGIC) {
+            for (int k = 0; k < misses; k++) {
+                fail(pending[k], client.closedMessage());
+            }
+            return;
+        }
+        RowCache cache = client.cache;
+        int torn = 0;
+        for (int k = 0; k < misses; k++) {
+            int i = pending[k];
+            long at = (long) i * slotBytes;
+            long from = client.dataOffset + rows[i] * slotBytes;
+            long v = -1;
+            long firstNs = 0;
+            for (int attempt = 1; ; attempt++) {
+                MemorySegment.copy(mapped, from, memory, at, slotBytes);
+                v = TableLayout.validate(memory, crc, view, (int) at, slotBytes, rows[i]);
+                if (v >= 0) {
+                    break;
+                }
+                torn++;
+                if (firstNs == 0) {
+                    firstNs = System.nanoTime();
+                } else if (System.nanoTime() - firstNs > retryLimitNs) {
+                    fail(i, changing(i, attempt));
+                    break;
+                }
+                backOff(attempt);
+            }
+            if (v < 0) {
+                continue;
+            }
+            versions[i] = v;
+            status[i] = OK;
+        }
+        if (torn > 0) {
+            client.countTorn(torn);
+        }
+        String dead = client.confirm();
+        for (int k = 0; k < misses; k++) {
+            int i = pending[k];
+            if (status[i] != OK) {
+                continue;
+            }
+            if (dead != null) {
+                status[i] = PENDING;
+                fail(i, "row " + rows[i] + ": " + dead);
+            } else if (cache != null) {
+                cache.put(rows[i], versions[i], memory, (long) i * slotBytes + TableLayout.SLOT_DATA);
+            }
+        }
+    }
+
+    private String changing(int i, int attempts) {
+        return "row " + rows[i] + " of table '" + client.table() + "' kept changing: " + attempts + " reads over "
+            + retryLimitNs / 1_000_000 + " ms found a writer in it or a torn copy (a writer that died mid-row? the "
+            + "next update repairs it)";
+    }
+
+    /**
+     * Waits before re-reading a row a writer is in: spins first (a live writer's next WRITE is a round trip away),
+     * then yields and parks, since on a loaded host the writer may have lost its CPU mid-row.
+     */
+    private static void backOff(int attempt) {
+        if (attempt < 16) {
+            Thread.onSpinWait();
+        } else if (attempt < 64) {
+            Thread.yield();
+        } else {
+            LockSupport.parkNanos(50_000);
+        }
     }
 
     /** Empties the transfer batch; one whose slices outlived their deadline (server gone) is replaced. */

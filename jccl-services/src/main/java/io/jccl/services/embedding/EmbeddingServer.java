@@ -205,6 +205,9 @@ public final class EmbeddingServer implements AutoCloseable {
     /** Unregisters the table: clients' lookups fail from then on (their READs are refused). */
     @Override
     public synchronized void close() {
+        // Direct readers (mapped memory, no work requests) see the table closed at their next lookup.
+        table.memory().set(ValueLayout.JAVA_LONG_UNALIGNED, TableLayout.OFF_MAGIC, TableLayout.CLOSED_MAGIC);
+        VarHandle.fullFence();
         invalidations.close();
         scratch.close();
         table.close();

@@ -26,6 +26,8 @@ import java.util.zip.CRC32C;
  */
 final class TableLayout {
     static final long MAGIC = 0x31424D454C43434AL; // "JCCLEMB1" little-endian
+    /** What the magic becomes when the server closes the table (direct readers see it at their next lookup). */
+    static final long CLOSED_MAGIC = 0x44534F4C43424D45L; // "EMBCLOSD"
     static final int LAYOUT_VERSION = 1;
     static final int HEADER_BYTES = 64;
     static final int OFF_MAGIC = 0;

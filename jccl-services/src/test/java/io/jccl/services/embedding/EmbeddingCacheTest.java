@@ -28,7 +28,7 @@ class EmbeddingCacheTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"shm0", "tcp0"})
+    @ValueSource(strings = {"shm0", "shm0/read", "tcp0"})
     void shouldLookUpBatchesOneSidedAndServeHotRowsFromTheCache(String transport) {
         Tables.run(2, transport, (e, barrier) -> {
             if (e.rank() == 0) {
@@ -39,7 +39,7 @@ class EmbeddingCacheTest {
                 return;
             }
             barrier.await();
-            try (EmbeddingClient c = EmbeddingClient.open(e, "t", Duration.ofSeconds(20), 64);
+            try (EmbeddingClient c = Tables.open(e, "t", 64, transport);
                  EmbeddingLookup l = c.newLookup(256)) {
                 assertEquals(ROWS, c.rows());
                 assertEquals(63, c.dim());
@@ -137,7 +137,7 @@ class EmbeddingCacheTest {
      * row (so the seqlock was exercised).
      */
     @ParameterizedTest
-    @ValueSource(strings = {"shm0", "tcp0"})
+    @ValueSource(strings = {"shm0", "shm0/read", "tcp0"})
     void shouldNeverReturnATornRowDuringConcurrentRemoteUpdates(String transport) {
         int dim = 256;
         int hot = 8;
@@ -150,7 +150,8 @@ class EmbeddingCacheTest {
                 return;
             }
             barrier.await();
-            try (EmbeddingClient c = EmbeddingClient.open(e, "hammer", Duration.ofSeconds(20), 0)) {
+            try (EmbeddingClient c = Tables.open(e, "hammer", 0, transport)) {
+                assertEquals(transport.equals("shm0"), c.isDirect());
                 if (e.rank() == 1) {
                     long[] version = new long[hot];
                     long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(transport.equals("shm0") ? 1500
@@ -215,7 +216,7 @@ class EmbeddingCacheTest {
                 return;
             }
             barrier.await();
-            try (EmbeddingClient c = EmbeddingClient.open(e, "local", Duration.ofSeconds(20), 0);
+            try (EmbeddingClient c = Tables.open(e, "local", 0, "shm0");
                  EmbeddingLookup l = c.newLookup(32)) {
                 barrier.await();
                 long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(1000);

@@ -23,8 +23,15 @@ final class Tables {
     private Tables() {
     }
 
-    static CommunicatorOptions options(String transport) {
-        return CommunicatorOptions.defaults().withTransports(transport).withTimeout(Duration.ofSeconds(20));
+    /** A test mode: a device ("shm0", "tcp0"), with "/read" for READ work requests where direct access exists. */
+    static CommunicatorOptions options(String mode) {
+        return CommunicatorOptions.defaults().withTransports(mode.split("/")[0]).withTimeout(Duration.ofSeconds(20));
+    }
+
+    /** Opens {@code table} as the mode says (direct access unless "/read"). */
+    static EmbeddingClient open(TransferEngine e, String table, int cacheRows, String mode) {
+        return EmbeddingClient.open(e, table, Duration.ofSeconds(20), cacheRows, EmbeddingClient.ROW_RETRY_LIMIT_DEFAULT,
+            !mode.endsWith("/read"));
     }
 
     static void run(int n, String transport, Body body) {
