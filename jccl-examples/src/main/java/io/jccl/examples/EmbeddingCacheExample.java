@@ -104,9 +104,9 @@ public final class EmbeddingCacheExample {
             wrong += check(lookup, dim);
             barrier.await(60, TimeUnit.SECONDS);
             barrier.await(60, TimeUnit.SECONDS);
-            client = String.format("rank 1: %d rows over %s: first lookup %.0f us (one-sided READs), again %.0f us "
+            client = String.format("rank 1: %d rows over %s: first lookup %.0f us (cold; %s), again %.0f us "
                     + "(%d cache hits); %s; row 7 %s, read again at version %d; %s", batch, engine.deviceFor(0),
-                coldUs, warmUs, hits, ok ? "all succeeded" : "FAILED", dropped ? "invalidated" : "NOT invalidated",
+                coldUs, table.isDirect() ? "loads from the mapped table" : "one-sided READs", warmUs, hits, ok ? "all succeeded" : "FAILED", dropped ? "invalidated" : "NOT invalidated",
                 version, wrong == 0 ? "every value checked" : wrong + " WRONG values");
         }
         return server.get(60, TimeUnit.SECONDS) + "\n" + client;
