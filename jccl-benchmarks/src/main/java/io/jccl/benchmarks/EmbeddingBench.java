@@ -218,8 +218,8 @@ public final class EmbeddingBench {
             CommunicatorOptions options = CommunicatorOptions.defaults().withTransports(device.split("/")[0])
                 .withTimeout(Duration.ofSeconds(60));
             CompletableFuture<TransferEngine> zero = CompletableFuture.supplyAsync(
-                () -> TransferEngine.create(store, 0, 2, options, TransferSettings.defaults()));
-            clientEngine = TransferEngine.create(store, 1, 2, options, TransferSettings.defaults());
+                () -> TransferEngine.create(store, 0, 2, options, TransferSettings.fromEnvironment()));
+            clientEngine = TransferEngine.create(store, 1, 2, options, TransferSettings.fromEnvironment());
             serverEngine = zero.get(120, TimeUnit.SECONDS);
             server = EmbeddingServer.create(serverEngine, "bench-" + dim, rows, dim, (r, out) -> {
                 for (int j = 0; j < out.length; j++) {
