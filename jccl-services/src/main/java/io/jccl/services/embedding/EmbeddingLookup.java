@@ -130,13 +130,15 @@ public final class EmbeddingLookup implements AutoCloseable {
         int[] next = pendingNext;
         MemorySegment mapped = client.mapped;
         if (mapped != null && misses > 0) {
+            int failedBefore = failed;
             try {
                 readMapped(mapped, misses);
                 return failed == 0;
             } catch (IllegalStateException unmapped) {
-                // The view was unmapped (table revoked, link rebuilt): READs say why from now on.
+                // The view was unmapped (table revoked, link rebuilt): READs say why from now on, for every row
+                // that was pending (the rows out of range stay failed).
                 client.mapped = null;
-                failed = 0;
+                failed = failedBefore;
             }
         }
         long firstNs = 0;
