@@ -473,6 +473,40 @@ public final class TransferEngine implements AutoCloseable {
         return new RemoteSegment(this, name, owner, length, address, rkey, null);
     }
 
+    /**
+     * A read-only view of {@code segment}'s memory for plain loads, or null when the device that reaches its owner
+     * offers no direct access (tcp0, RDMA NICs): on shm0 the owner's pages mapped into this process, granted under
+     * the checks of a READ ({@code QueuePair.mapRemote}); for this rank's own segment, its memory. Loads through the
+     * view post no work request and see no completion, so nothing in them says that the owner died or revoked the
+     * segment (the view stays readable for up to about a second after a revocation, then its accesses throw
+     * {@code IllegalStateException}; a rebuilt link unmaps it too): a caller confirms what it read with a transfer
+     * now and then, as the embedding cache does.
+     *
+     * @throws TransferException when the owner refuses the mapping (segment unregistered, key refused)
+     */
+    public MemorySegment mapSegment(RemoteSegment segment) {
+        checkOpen();
+        if (segment.engine != this) {
+            throw new IllegalArgumentException(segment + " belongs to another transfer engine");
+        }
+        if (segment.self != null) {
+            return segment.self.memory().asReadOnly();
+        }
+        lock.lock();
+        try {
+            OutLink link = out[segment.rank()];
+            if (link == null || link.state != OutLink.CONNECTED || link.qps.length == 0
+                || !link.qps[0].supportsDirectAccess()) {
+                return null;
+            }
+            return link.qps[0].mapRemote(segment.address, segment.length(), segment.rkey, false);
+        } catch (io.jccl.verbs.VerbsException e) {
+            throw new TransferException(segment + " cannot be mapped: " + e.getMessage(), e);
+        } finally {
+            lock.unlock();
+        }
+    }
+
     // ================================================================================================ batches
 
     /**
