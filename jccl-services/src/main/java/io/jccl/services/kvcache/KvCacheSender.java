@@ -339,6 +339,39 @@ public final class KvCacheSender implements AutoCloseable {
         }
     }
 
+    /**
+     * Waits until the receiver has returned every request sent (a clean shutdown: closing the sender before that
+     * makes the receiver's last returns fail).
+     *
+     * @throws KvCacheException when {@code timeout} passes first, naming what is still out, or the receiver is gone
+     */
+    public void awaitReturned(Duration timeout) {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (true) {
+            lock.lock();
+            try {
+                if (outstanding.isEmpty()) {
+                    return;
+                }
+                if (System.nanoTime() - deadline >= 0) {
+                    throw new KvCacheException(outstanding.size() + " requests (" + inUseCount + " blocks) sent to KV "
+                        + "receiver '" + name + "' (rank " + peer + ") were not returned within " + timeout.toMillis()
+                        + " ms, among them request " + outstanding.keySet().iterator().next());
+                }
+                returned.awaitNanos(20_000_000L);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new KvCacheException("interrupted while waiting for returns from KV receiver '" + name + "'", e);
+            } finally {
+                lock.unlock();
+            }
+            String failure = engine.peerFailure(peer);
+            if (failure != null) {
+                throw new KvCacheException("KV receiver '" + name + "' will not return its blocks: " + failure);
+            }
+        }
+    }
+
     /** RETURNED from the receiver: the request's blocks are free again. On the engine's agent thread. */
     private boolean onNotification(Notification n) {
         if (KvMessages.typeOf(n, poolId) != KvMessages.RETURNED || n.fromRank() != peer) {

@@ -159,6 +159,7 @@ class KvCacheTransferTest {
                     KvCacheException dup = assertThrows(KvCacheException.class,
                         () -> sender.submit(5, new int[] {2}, 1, 1, WAIT));
                     assertTrue(dup.getMessage().contains("in flight or held"), dup.getMessage());
+                    KvPair.await(barrier); // the receiver holds request 5 until here
                     // The prefill pool's own checks.
                     int[] t = new int[2];
                     pool.allocate(2, t);
@@ -177,6 +178,7 @@ class KvCacheTransferTest {
             try (KvCacheReceiver receiver = KvCacheReceiver.create(e, "t", KvPair.LAYOUT, 16)) {
                 KvPair.await(barrier);
                 expect(receiver.await(5, WAIT), 5, 2, 4);
+                KvPair.await(barrier);
                 receiver.release(5);
                 KvCacheException twice = assertThrows(KvCacheException.class, () -> receiver.release(5));
                 assertTrue(twice.getMessage().contains("double release"), twice.getMessage());
