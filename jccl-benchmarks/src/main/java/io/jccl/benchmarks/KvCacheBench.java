@@ -21,7 +21,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
 /**
  * KV-cache transfer (jccl-services) against block size on one device: prefill (rank 0) sends requests of
  * {@code --blocks} blocks to decode (rank 1), which takes each whole request and releases it at once (its blocks go
- * back to the prefill side); up to 4 requests in flight, the decode pool holding 4 requests. Two tables rows per
+ * back to the prefill side); up to 4 requests in flight, the decode pool holding 8 (so that returns overlap new
+ * requests). Two table rows per
  * block size: blocks consecutive in the prefill pool (one WRITE per request: coalesced) and scattered (every other
  * block: one WRITE per block). Beside them, in the same JVM and run, a raw verbs WRITE stream of one block per work
  * request over the engine's queue pairs: the ratio column. Two ranks as threads of this JVM, each with its own
@@ -51,8 +52,9 @@ public final class KvCacheBench {
         long durationNs = (long) (seconds * 1e9);
         TransferSettings settings = TransferSettings.fromEnvironment();
         System.out.printf("KV-cache transfer on %s: requests of %d blocks, %d layers x %d KV heads x %d x %d B per "
-            + "token (K and V), %d requests in flight; median of %d rounds of %.1f s; raw = a WRITE stream of one "
-            + "block per request over %d QPs in the same JVM%n", device, blocks, layers, heads, headDim, elementBytes,
+            + "token (K and V), %d requests in flight, decode pool of twice that; median of %d rounds of %.1f s; "
+            + "raw = a WRITE stream of one block per request over %d QPs in the same JVM%n", device, blocks, layers,
+            heads, headDim, elementBytes,
             IN_FLIGHT, rounds, seconds, settings.queuePairsPerPeer());
         System.out.printf("%-7s %-10s %-11s %12s %10s %10s %7s%n", "tokens", "block", "prefill", "blocks/s", "GB/s",
             "raw GB/s", "ratio");
@@ -107,7 +109,7 @@ public final class KvCacheBench {
         CompletableFuture<Void> decode = new CompletableFuture<>();
         Thread.ofPlatform().daemon().start(() -> {
             try (TransferEngine e = TransferEngine.create(store, 1, 2, options, settings);
-                 KvCacheReceiver receiver = KvCacheReceiver.create(e, "bench", layout, IN_FLIGHT * blocks)) {
+                 KvCacheReceiver receiver = KvCacheReceiver.create(e, "bench", layout, 2 * IN_FLIGHT * blocks)) {
                 barrier.await();
                 while (!stop.get()) {
                     KvRequest r = receiver.poll(10, TimeUnit.MILLISECONDS);

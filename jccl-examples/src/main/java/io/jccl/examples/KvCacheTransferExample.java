@@ -95,7 +95,8 @@ public final class KvCacheTransferExample {
             CommunicatorOptions options = CommunicatorOptions.fromEnvironment().withTransports(s.device())
                 .withTimeout(WAIT);
             try (FileStore store = new FileStore(Path.of(ExampleSupport.option(args, "--store", ".")));
-                 TransferEngine engine = TransferEngine.create(store, 1, 2, options, TransferSettings.fromEnvironment())) {
+                 TransferEngine engine = TransferEngine.create(store, 1, 2, options,
+                     TransferSettings.fromEnvironment())) {
                 System.out.println(decode(engine, s));
             }
         } else {

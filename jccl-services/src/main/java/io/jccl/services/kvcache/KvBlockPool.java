@@ -127,7 +127,8 @@ public final class KvBlockPool implements AutoCloseable {
                 + "blocks; release requests with KvCacheReceiver.release");
         }
         if (count < 1 || count > table.length) {
-            throw new IllegalArgumentException("count " + count + " outside 1.." + table.length + " (the table's length)");
+            throw new IllegalArgumentException("count " + count + " outside 1.." + table.length
+                + " (the table's length)");
         }
         if (blockCount - usedCount < count) {
             throw new KvCacheException("pool '" + segment.name() + "' has " + (blockCount - usedCount) + " free blocks"

@@ -105,8 +105,8 @@ class KvCacheTransferTest {
                     int[] next = fillRequest(pool, 2, new int[] {4, 5});
                     KvCacheException full = assertThrows(KvCacheException.class,
                         () -> sender.submit(2, next, 2, 4, Duration.ZERO));
-                    assertTrue(full.getMessage().contains("0 free blocks of 4") && full.getMessage().contains("request 2"),
-                        full.getMessage());
+                    assertTrue(full.getMessage().contains("0 free blocks of 4")
+                        && full.getMessage().contains("request 2"), full.getMessage());
                     KvPair.await(barrier); // the receiver checked request 1 is intact, then released it
                     sender.send(2, next, 2, 4, WAIT);
                     KvPair.await(barrier);
