@@ -202,6 +202,7 @@ public final class KvCacheReceiver implements AutoCloseable {
         long start = System.nanoTime();
         long deadline = start + timeout.toNanos();
         long nextCheckNs = start;
+        long failedSinceNs = 0;
         while (true) {
             lock.lock();
             try {
@@ -236,7 +237,9 @@ public final class KvCacheReceiver implements AutoCloseable {
             }
             // Outside the lock (store and links): a sender that is gone will not send it.
             String failure = senderFailure();
-            if (failure != null) {
+            failedSinceNs = failure == null ? 0 : failedSinceNs == 0 ? System.nanoTime() : failedSinceNs;
+            // Confirmed for a while: its last notification may still wait in this engine's completion queue.
+            if (failure != null && System.nanoTime() - failedSinceNs > KvCacheSender.FAILURE_GRACE_NS) {
                 throw new KvCacheException("request " + requestId + " will not arrive in KV receiver '" + name
                     + "': its sender is gone: " + failure);
             }

@@ -35,6 +35,12 @@ import java.util.concurrent.locks.ReentrantLock;
  * writes into a block the receiver holds.
  */
 public final class KvCacheSender implements AutoCloseable {
+    /**
+     * How long a peer's failure is confirmed before a wait gives up: a message the peer sent before closing may be
+     * in this engine's completion queue, not yet taken by the agent (measured: a closed mark seen before the last
+     * RETURNED was handled).
+     */
+    static final long FAILURE_GRACE_NS = 1_000_000_000L;
     private final Log log = Log.get();
     private final TransferEngine engine;
     private final String name;
@@ -211,6 +217,7 @@ public final class KvCacheSender implements AutoCloseable {
     private TransferBatch reserve(long requestId, int[] dst, String what, long waitNs) {
         long deadline = System.nanoTime() + Math.max(0, waitNs);
         long nextCheckNs = System.nanoTime();
+        long failedSinceNs = 0;
         while (true) {
             lock.lock();
             try {
@@ -252,7 +259,8 @@ public final class KvCacheSender implements AutoCloseable {
             }
             // Outside the lock: the engine's store and link state (a dead receiver never returns blocks).
             String failure = engine.peerFailure(peer);
-            if (failure != null) {
+            failedSinceNs = failure == null ? 0 : failedSinceNs == 0 ? System.nanoTime() : failedSinceNs;
+            if (failure != null && System.nanoTime() - failedSinceNs > FAILURE_GRACE_NS) {
                 throw new KvCacheException(what + ": the receiver is gone: " + failure);
             }
             nextCheckNs = System.nanoTime() + 20_000_000L;
@@ -347,6 +355,7 @@ public final class KvCacheSender implements AutoCloseable {
      */
     public void awaitReturned(Duration timeout) {
         long deadline = System.nanoTime() + timeout.toNanos();
+        long failedSinceNs = 0;
         while (true) {
             lock.lock();
             try {
@@ -366,7 +375,8 @@ public final class KvCacheSender implements AutoCloseable {
                 lock.unlock();
             }
             String failure = engine.peerFailure(peer);
-            if (failure != null) {
+            failedSinceNs = failure == null ? 0 : failedSinceNs == 0 ? System.nanoTime() : failedSinceNs;
+            if (failure != null && System.nanoTime() - failedSinceNs > FAILURE_GRACE_NS) {
                 throw new KvCacheException("KV receiver '" + name + "' will not return its blocks: " + failure);
             }
         }
