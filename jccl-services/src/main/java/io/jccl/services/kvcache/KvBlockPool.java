@@ -23,6 +23,8 @@ public final class KvBlockPool implements AutoCloseable {
     static final int MAGIC = 0x4A4B5650;
     static final int HEADER_BYTES = 64;
     static final long TABLE_OFFSET = HEADER_BYTES;
+    /** Header field a receiver's sender WRITEs its rank into when it opens the receiver (-1 before). */
+    static final long SENDER_RANK_OFFSET = 28;
 
     private final LocalSegment segment;
     private final KvCacheLayout layout;
@@ -47,6 +49,7 @@ public final class KvBlockPool implements AutoCloseable {
         m.set(ValueLayout.JAVA_INT, 16, layout.headDim());
         m.set(ValueLayout.JAVA_INT, 20, layout.elementBytes());
         m.set(ValueLayout.JAVA_INT, 24, blockCount);
+        m.set(ValueLayout.JAVA_INT, SENDER_RANK_OFFSET, -1);
     }
 
     /**

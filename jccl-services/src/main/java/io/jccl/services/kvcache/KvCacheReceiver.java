@@ -6,7 +6,6 @@ import io.jccl.services.transfer.NotificationListener;
 import io.jccl.services.transfer.RemoteSegment;
 import io.jccl.services.transfer.TransferBatch;
 import io.jccl.services.transfer.TransferEngine;
-import io.jccl.services.transfer.TransferException;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -247,21 +246,18 @@ public final class KvCacheReceiver implements AutoCloseable {
         }
     }
 
-    /** Why the sender cannot send any more, or null (also while no sender is known). */
+    /** Why the sender cannot send any more, or null (also while no sender has opened this receiver). */
     private String senderFailure() {
         int s = senderRank;
         if (s < 0) {
-            synchronized (returnLock) {
-                try {
-                    openSender();
-                } catch (TransferException e) {
-                    // No sender registered yet (not a failure), or one whose rank cannot be reached (one).
-                    return e.getMessage().startsWith("no segment named") ? null : e.getMessage();
-                }
+            // The sender WRITEs its rank into the pool's header when it opens this receiver.
+            s = pool.segment().memory().get(ValueLayout.JAVA_INT, KvBlockPool.SENDER_RANK_OFFSET);
+            if (s < 0 || s >= engine.size()) {
+                return null;
             }
-            s = senderRank;
+            senderRank = s;
         }
-        return s < 0 ? null : engine.peerFailure(s);
+        return engine.peerFailure(s);
     }
 
     /** Opens the sender's segment (the return path); under the return lock. */
@@ -279,11 +275,10 @@ public final class KvCacheReceiver implements AutoCloseable {
     }
 
     /**
-     * Frees request {@code requestId}'s blocks here and returns them to the sender (asynchronously: a failed return
-     * is reported by the next {@link #flushReturns()}).
+     * Frees request {@code requestId}'s blocks here and returns them to the sender (asynchronously: a return that
+     * fails, the sender being gone, is reported by the next {@link #flushReturns()}).
      *
-     * @throws KvCacheException for an id that never arrived or was released already (a double release), or when the
-     *     sender cannot be reached to return the blocks to
+     * @throws KvCacheException for an id that never arrived or was released already (a double release)
      */
     public void release(long requestId) {
         KvRequest r;
@@ -334,8 +329,12 @@ public final class KvCacheReceiver implements AutoCloseable {
                 if (b != null) {
                     b.close();
                 }
-                throw new KvCacheException("request " + r.requestId() + " was released here, but its blocks could not"
-                    + " be returned to the sender of KV receiver '" + name + "': " + e.getMessage(), e);
+                // Released here all the same; the sender (gone, most likely) hears nothing: flushReturns says so.
+                if (returnFailure == null) {
+                    returnFailure = "request " + r.requestId() + ": " + e.getMessage();
+                }
+                log.warn(engine.rank(), Log.Subsys.NET, "KV receiver '" + name + "': the blocks of request "
+                    + r.requestId() + " could not be returned to the sender: " + e.getMessage());
             }
         }
     }

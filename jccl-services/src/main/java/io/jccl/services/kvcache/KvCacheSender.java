@@ -125,6 +125,13 @@ public final class KvCacheSender implements AutoCloseable {
                 throw new KvCacheException("KV receiver '" + name + "' announces " + blocks + " blocks, its segment "
                     + "holds at most " + (bound - 1));
             }
+            // Tell the receiver who its sender is (one-sided): it then knows whose failure to watch for.
+            h.set(ValueLayout.JAVA_INT, KvBlockPool.SENDER_RANK_OFFSET, engine.rank());
+            b.clear();
+            b.write(control, KvBlockPool.SENDER_RANK_OFFSET, target, KvBlockPool.SENDER_RANK_OFFSET, 4);
+            if (!b.submit().await()) {
+                throw new KvCacheException("announcing this sender to KV receiver '" + name + "' failed: " + b);
+            }
             KvCacheSender sender = new KvCacheSender(engine, name, source, target, control, blocks);
             engine.addNotificationListener(sender.listener);
             return sender;
