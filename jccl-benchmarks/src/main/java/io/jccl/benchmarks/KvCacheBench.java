@@ -64,10 +64,21 @@ public final class KvCacheBench {
                 double[] kv = new double[rounds];
                 double[] raw = new double[rounds];
                 for (int r = 0; r < rounds; r++) {
-                    // Interleaved, so that both see the same (shared, loaded) machine.
-                    kv[r] = blocksPerSecond(device, settings, layout, blocks, scattered, durationNs);
-                    raw[r] = TransferBench.rawBandwidth(device, layout.blockBytes(), settings.queuePairsPerPeer(),
-                        durationNs);
+                    // Interleaved, so that both see the same (shared, loaded) machine. A round that fails (on an
+                    // overloaded host a tcp0 link can be declared dead) is reported and left out of the median.
+                    try {
+                        kv[r] = blocksPerSecond(device, settings, layout, blocks, scattered, durationNs);
+                    } catch (Exception e) {
+                        kv[r] = Double.NaN;
+                        System.out.println("  (KV round " + r + " failed: " + e + ")");
+                    }
+                    try {
+                        raw[r] = TransferBench.rawBandwidth(device, layout.blockBytes(),
+                            settings.queuePairsPerPeer(), durationNs);
+                    } catch (RuntimeException e) {
+                        raw[r] = Double.NaN;
+                        System.out.println("  (raw round " + r + " failed: " + e + ")");
+                    }
                 }
                 double blocksPerS = median(kv);
                 double gbs = blocksPerS * layout.blockBytes() / 1e9;
@@ -83,9 +94,12 @@ public final class KvCacheBench {
         return bytes >= (1 << 20) ? (bytes >> 20) + " MiB" : (bytes >> 10) + " KiB";
     }
 
+    /** Median of the rounds that did not fail (NaN when all failed). */
     private static double median(double[] v) {
-        double[] s = v.clone();
-        java.util.Arrays.sort(s);
+        double[] s = java.util.Arrays.stream(v).filter(Double::isFinite).sorted().toArray();
+        if (s.length == 0) {
+            return Double.NaN;
+        }
         return s.length % 2 == 1 ? s[s.length / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
     }
 
