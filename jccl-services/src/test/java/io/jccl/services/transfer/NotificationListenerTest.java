@@ -19,7 +19,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  */
 class NotificationListenerTest {
     @Test
-    void shouldLetAListenerConsumeItsNotificationsAndReportAClosedPeer() {
+    void shouldLetAListenerConsumeItsNotificationsAndAnswerNullForLivePeers() {
         Engines.run(2, Engines.options("shm0"), TransferSettings.defaults(), (engine, barrier) -> {
             if (engine.rank() == 1) {
                 List<String> taken = new CopyOnWriteArrayList<>();
