@@ -58,33 +58,40 @@ public final class KvCacheBench {
             IN_FLIGHT, rounds, seconds, settings.queuePairsPerPeer());
         System.out.printf("%-7s %-10s %-11s %12s %10s %10s %7s%n", "tokens", "block", "prefill", "blocks/s", "GB/s",
             "raw GB/s", "ratio");
+        // Warm-up (JIT, class loading, first connections), not measured: without it the first row of every run came
+        // out lowest whatever it measured.
+        blocksPerSecond(device, settings, new KvCacheLayout(16, layers, heads, headDim, elementBytes), blocks, false,
+            durationNs / 2);
         for (String t : option(args, "--tokens", "16,64,256").split(",")) {
             KvCacheLayout layout = new KvCacheLayout(Integer.parseInt(t.trim()), layers, heads, headDim, elementBytes);
-            for (boolean scattered : new boolean[] {false, true}) {
-                double[] kv = new double[rounds];
-                double[] raw = new double[rounds];
-                for (int r = 0; r < rounds; r++) {
-                    // Interleaved, so that both see the same (shared, loaded) machine. A round that fails (on an
-                    // overloaded host a tcp0 link can be declared dead) is reported and left out of the median.
+            double[][] kv = new double[2][rounds];
+            double[] raw = new double[rounds];
+            for (int r = 0; r < rounds; r++) {
+                // Contiguous, scattered and raw interleaved round by round, so that all three see the same (shared,
+                // loaded) machine. A round that fails (on an overloaded host a tcp0 link can be declared dead) is
+                // reported and left out of the median.
+                for (int mode = 0; mode < 2; mode++) {
                     try {
-                        kv[r] = blocksPerSecond(device, settings, layout, blocks, scattered, durationNs);
+                        kv[mode][r] = blocksPerSecond(device, settings, layout, blocks, mode == 1, durationNs);
                     } catch (Exception e) {
-                        kv[r] = Double.NaN;
+                        kv[mode][r] = Double.NaN;
                         System.out.println("  (KV round " + r + " failed: " + e + ")");
                     }
-                    try {
-                        raw[r] = TransferBench.rawBandwidth(device, layout.blockBytes(),
-                            settings.queuePairsPerPeer(), durationNs);
-                    } catch (RuntimeException e) {
-                        raw[r] = Double.NaN;
-                        System.out.println("  (raw round " + r + " failed: " + e + ")");
-                    }
                 }
-                double blocksPerS = median(kv);
+                try {
+                    raw[r] = TransferBench.rawBandwidth(device, layout.blockBytes(), settings.queuePairsPerPeer(),
+                        durationNs);
+                } catch (RuntimeException e) {
+                    raw[r] = Double.NaN;
+                    System.out.println("  (raw round " + r + " failed: " + e + ")");
+                }
+            }
+            double rawGbs = median(raw);
+            for (int mode = 0; mode < 2; mode++) {
+                double blocksPerS = median(kv[mode]);
                 double gbs = blocksPerS * layout.blockBytes() / 1e9;
-                double rawGbs = median(raw);
                 System.out.printf("%-7s %-10s %-11s %12.0f %10.2f %10.2f %7.2f%n", t.trim(),
-                    size(layout.blockBytes()), scattered ? "scattered" : "contiguous", blocksPerS, gbs, rawGbs,
+                    size(layout.blockBytes()), mode == 1 ? "scattered" : "contiguous", blocksPerS, gbs, rawGbs,
                     gbs / rawGbs);
             }
         }
