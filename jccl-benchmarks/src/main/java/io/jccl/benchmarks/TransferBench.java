@@ -247,7 +247,8 @@ public final class TransferBench {
      * GB/s of a stream of {@code bytes} RDMA_WRITEs over {@code qps} queue pairs, 128 in flight on each; WRITEs of
      * 64 KiB cycle over 64 places, as the engine's batch of 64 × 64 KiB does (the same cache footprint).
      */
-    private static double rawBandwidth(String device, int bytes, int qps, long durationNs) {
+    /** GB/s of a raw WRITE stream of {@code bytes} over {@code qps} queue pairs (also KvCacheBench's baseline). */
+    static double rawBandwidth(String device, int bytes, int qps, long durationNs) {
         int places = bytes < (1 << 20) ? 64 : 1;
         try (RawPair p = new RawPair(device, qps, (long) bytes * places)) {
             SendWorkRequest wr = new SendWorkRequest(1).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED);

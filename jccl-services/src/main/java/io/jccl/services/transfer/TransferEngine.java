@@ -122,6 +122,9 @@ public final class TransferEngine implements AutoCloseable {
     private final ArrayDeque<TransferBatch> pending = new ArrayDeque<>();
     private final ArrayList<TransferBatch> inflight = new ArrayList<>();
     private final LinkedBlockingQueue<Notification> notifications = new LinkedBlockingQueue<>();
+    /** Listeners that see each notification before the queue does (services built on the engine). */
+    private final java.util.concurrent.CopyOnWriteArrayList<NotificationListener> listeners =
+        new java.util.concurrent.CopyOnWriteArrayList<>();
     private final Map<String, LocalSegment> locals = new ConcurrentHashMap<>();
     private final Thread agent;
     private int nextSlot;
@@ -762,7 +765,7 @@ public final class TransferEngine implements AutoCloseable {
             message = link.buffers.segment().asSlice(offset, wc.byteLength()).toArray(
                 java.lang.foreign.ValueLayout.JAVA_BYTE);
         }
-        notifications.add(new Notification(peer, message));
+        deliver(new Notification(peer, message));
         postReceive(link, peer, qp, slot);
     }
 
@@ -958,7 +961,7 @@ public final class TransferEngine implements AutoCloseable {
     /** Called by a batch whose transfers all resolved and that wants its notification posted. */
     void notifyReady(TransferBatch b) {
         if (b.notifyRank == rank) {
-            notifications.add(new Notification(rank, java.util.Arrays.copyOf(b.notifyMessage, b.notifyLength)));
+            deliver(new Notification(rank, java.util.Arrays.copyOf(b.notifyMessage, b.notifyLength)));
             b.notifyDone(null);
         } else {
             enqueue(b);
@@ -1016,6 +1019,61 @@ public final class TransferEngine implements AutoCloseable {
     /** The next notification already here, or null (never waits). */
     public Notification pollNotification() {
         return notifications.poll();
+    }
+
+    /**
+     * Adds a listener that sees every notification arriving from now on before {@link #pollNotification} does; a
+     * notification it consumes (returns true for) never reaches the queue. How services built on the engine (the
+     * KV-cache transfer) take their own messages while the application polls for the rest.
+     */
+    public void addNotificationListener(NotificationListener listener) {
+        listeners.add(java.util.Objects.requireNonNull(listener, "listener"));
+    }
+
+    /** Removes a listener added with {@link #addNotificationListener}; idempotent. */
+    public void removeNotificationListener(NotificationListener listener) {
+        listeners.remove(listener);
+    }
+
+    /** Hands {@code n} to the first listener that consumes it, else to the queue. */
+    private void deliver(Notification n) {
+        for (NotificationListener l : listeners) {
+            try {
+                if (l.onNotification(n)) {
+                    return;
+                }
+            } catch (RuntimeException e) {
+                log.warn(rank, Log.Subsys.NET, "notification listener " + l + " failed: " + e);
+            }
+        }
+        notifications.add(n);
+    }
+
+    /**
+     * Why {@code peer} can no longer take part, as far as this engine can tell without sending anything, or null
+     * while it looks alive: it closed its engine (the store says so), its process exited (same host and PID
+     * namespace only), or this engine's link to it failed. Lets a service waiting for a peer's message (which a dead
+     * peer never sends) stop with the reason instead of at its deadline.
+     */
+    public String peerFailure(int peer) {
+        if (peer < 0 || peer >= size) {
+            throw new IllegalArgumentException("rank " + peer + " outside 0.." + (size - 1));
+        }
+        if (peer == rank) {
+            return null;
+        }
+        OutLink link = out[peer];
+        if (link != null && link.state == OutLink.FAILED) {
+            return link.failure;
+        }
+        try {
+            if (store.check("closed/" + peer, options.timeoutNs())) {
+                return "rank " + peer + " (" + describePeer(peer) + ") closed its transfer engine";
+            }
+        } catch (RuntimeException e) {
+            return "the job's store is unreachable (" + e.getMessage() + ")";
+        }
+        return peerAlive(peer) ? null : "rank " + peer + " (" + describePeer(peer) + ") exited";
     }
 
     /** Moves what arrived on the inbound queue pairs into the notification queue; the agent's thread only. */
