@@ -31,6 +31,8 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -87,6 +89,13 @@ public final class Rendezvous implements AutoCloseable {
     /** Per peer: the hub has one per other rank, the others only {@code links[0]}. */
     private final Link[] links;
     private final ReentrantLock lock = new ReentrantLock();
+    /** Held by whoever polls the completion queue and handles what it returns (ordered handling). */
+    private final ReentrantLock pollLock = new ReentrantLock();
+    /** Threads in {@link #await}: they drive the queue, the agent steps aside. */
+    private final AtomicInteger awaiting = new AtomicInteger();
+    private long nextLivenessNs;
+    /** Records posted and not completed (under the lock). */
+    private int sendsOutstanding;
     private final Condition changed = lock.newCondition();
     private final Map<Integer, BitSet> ready = new HashMap<>();
     /** Hub: topics with ranks not yet broadcast. */
@@ -321,40 +330,49 @@ public final class Rendezvous implements AutoCloseable {
         }
         long deadline = System.nanoTime() + timeoutNs;
         long nextLiveness = System.nanoTime() + LIVENESS_PERIOD_NS;
-        lock.lock();
+        // The waiting thread drives the completion queue itself (the agent steps aside): one thread hand-off less
+        // per side, which on a loaded host is most of a readiness round's time.
+        awaiting.incrementAndGet();
         try {
             while (true) {
-                checkUsable();
-                BitSet set = ready.get(topic);
-                int n = set == null ? 0 : set.cardinality();
-                if (n >= count) {
-                    return;
+                lock.lock();
+                try {
+                    checkUsable();
+                    BitSet set = ready.get(topic);
+                    int n = set == null ? 0 : set.cardinality();
+                    if (n >= count) {
+                        return;
+                    }
+                    BitSet missing = missing(set);
+                    BitSet deadMissing = (BitSet) missing.clone();
+                    deadMissing.and(dead);
+                    if (size - deadMissing.cardinality() < count) {
+                        throw new RendezvousException("topic " + topic + ": cannot reach " + count + " ready ranks: "
+                            + describeDead(deadMissing) + "; not ready: " + list(missing));
+                    }
+                    long now = System.nanoTime();
+                    if (now - deadline >= 0) {
+                        throw new RendezvousException("topic " + topic + ": " + n + " of " + size + " ranks ready "
+                            + "after " + TimeUnit.NANOSECONDS.toMillis(timeoutNs) + " ms (" + count + " awaited); "
+                            + "not ready: " + list(missing));
+                    }
+                    if (now - nextLiveness >= 0) {
+                        checkLiveness();
+                        nextLiveness = now + LIVENESS_PERIOD_NS;
+                        continue;
+                    }
+                } finally {
+                    lock.unlock();
                 }
-                BitSet missing = missing(set);
-                BitSet deadMissing = (BitSet) missing.clone();
-                deadMissing.and(dead);
-                if (size - deadMissing.cardinality() < count) {
-                    throw new RendezvousException("topic " + topic + ": cannot reach " + count + " ready ranks: "
-                        + describeDead(deadMissing) + "; not ready: " + list(missing));
+                pollLock.lock();
+                try {
+                    progress(Math.max(1, Math.min(deadline - System.nanoTime(), 1_000_000L)));
+                } finally {
+                    pollLock.unlock();
                 }
-                long now = System.nanoTime();
-                if (now - deadline >= 0) {
-                    throw new RendezvousException("topic " + topic + ": " + n + " of " + size + " ranks ready after "
-                        + TimeUnit.NANOSECONDS.toMillis(timeoutNs) + " ms (" + count + " awaited); not ready: "
-                        + list(missing));
-                }
-                if (now - nextLiveness >= 0) {
-                    checkLiveness();
-                    nextLiveness = now + LIVENESS_PERIOD_NS;
-                    continue;
-                }
-                changed.awaitNanos(Math.min(deadline - now, LIVENESS_PERIOD_NS));
             }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new RendezvousException("interrupted while waiting on topic " + topic, e);
         } finally {
-            lock.unlock();
+            awaiting.decrementAndGet();
         }
     }
 
@@ -517,6 +535,7 @@ public final class Rendezvous implements AutoCloseable {
             return true;
         }
         link.sent++;
+        sendsOutstanding++;
         return true;
     }
 
@@ -532,32 +551,18 @@ public final class Rendezvous implements AutoCloseable {
     // ================================================================================================ the agent
 
     private void runAgent() {
-        long nextLiveness = System.nanoTime() + LIVENESS_PERIOD_NS;
         try {
             while (!closed) {
-                int n = queue.poll(completions, completions.length, 1_000_000L);
-                lock.lock();
+                if (awaiting.get() > 0) {
+                    // A waiting thread drives the queue; the agent only keeps an eye on liveness.
+                    LockSupport.parkNanos(1_000_000L);
+                    continue;
+                }
+                pollLock.lock();
                 try {
-                    for (int k = 0; k < n; k++) {
-                        onCompletion(completions[k]);
-                    }
-                    if (rank == 0 && !dirtyTopics.isEmpty()) {
-                        broadcastReadiness();
-                    }
-                    for (Link l : links) {
-                        if (l != null && !l.gone) {
-                            flush(l);
-                        }
-                    }
-                    if (System.nanoTime() - nextLiveness >= 0) {
-                        checkLiveness();
-                        nextLiveness = System.nanoTime() + LIVENESS_PERIOD_NS;
-                    }
-                    if (n > 0) {
-                        changed.signalAll();
-                    }
+                    progress(1_000_000L);
                 } finally {
-                    lock.unlock();
+                    pollLock.unlock();
                 }
             }
         } catch (RuntimeException e) {
@@ -568,11 +573,45 @@ public final class Rendezvous implements AutoCloseable {
         }
     }
 
+    /**
+     * Polls the completion queue (waiting up to {@code timeoutNs}) and handles what came: records, forwarding, the
+     * hub's broadcasts, credits, liveness. The caller holds {@link #pollLock}, so records are handled in order.
+     */
+    private void progress(long timeoutNs) {
+        int n = queue.poll(completions, completions.length, timeoutNs);
+        lock.lock();
+        try {
+            for (int k = 0; k < n; k++) {
+                onCompletion(completions[k]);
+            }
+            if (rank == 0 && !dirtyTopics.isEmpty()) {
+                broadcastReadiness();
+            }
+            for (Link l : links) {
+                if (l != null && !l.gone) {
+                    flush(l);
+                }
+            }
+            if (System.nanoTime() - nextLivenessNs >= 0) {
+                checkLiveness();
+                nextLivenessNs = System.nanoTime() + LIVENESS_PERIOD_NS;
+            }
+            if (n > 0) {
+                changed.signalAll();
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
     private void onCompletion(WorkCompletion wc) {
         long id = wc.wrId();
         Link link = links[rank == 0 ? (int) (id & ~RECEIVE_BIT) : 0];
         if (link == null) {
             return;
+        }
+        if ((id & RECEIVE_BIT) == 0) {
+            sendsOutstanding--;
         }
         if (!wc.isSuccess()) {
             linkFailed(link, "its link failed (" + wc.status() + ")");
@@ -727,11 +766,6 @@ public final class Rendezvous implements AutoCloseable {
             if (closed) {
                 return;
             }
-            for (Link l : links) {
-                if (l != null && !l.gone) {
-                    post(l, record(BYE, rank, l.peer, 0, 0), 1);
-                }
-            }
             closed = true;
         } finally {
             lock.unlock();
@@ -741,8 +775,29 @@ public final class Rendezvous implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
-        // Let the goodbyes land before the queue pairs go (a closed QP would flush them).
-        drainSends(200_000_000L);
+        // Goodbyes, and their completions awaited (up to 500 ms): a queue pair closed under a WRITE in flight
+        // would drop it, and the peer would learn of the departure only from its link timeout.
+        pollLock.lock();
+        lock.lock();
+        try {
+            for (Link l : links) {
+                if (l != null && !l.gone) {
+                    post(l, record(BYE, rank, l.peer, 0, 0), 1);
+                }
+            }
+            long deadline = System.nanoTime() + 500_000_000L;
+            while (sendsOutstanding > 0 && System.nanoTime() - deadline < 0) {
+                int n = queue.poll(completions, completions.length, 1_000_000L);
+                for (int k = 0; k < n; k++) {
+                    if ((completions[k].wrId() & RECEIVE_BIT) == 0) {
+                        sendsOutstanding--;
+                    }
+                }
+            }
+        } finally {
+            lock.unlock();
+            pollLock.unlock();
+        }
         for (Link l : links) {
             if (l != null) {
                 closeLink(l);
@@ -751,22 +806,6 @@ public final class Rendezvous implements AutoCloseable {
         queue.close();
         domain.close();
         context.close();
-    }
-
-    private void drainSends(long timeoutNs) {
-        long deadline = System.nanoTime() + timeoutNs;
-        while (System.nanoTime() - deadline < 0) {
-            int n = queue.poll(completions, completions.length, 1_000_000L);
-            boolean outstanding = false;
-            for (int k = 0; k < n; k++) {
-                if ((completions[k].wrId() & RECEIVE_BIT) == 0) {
-                    outstanding = true;
-                }
-            }
-            if (n == 0 || !outstanding) {
-                return;
-            }
-        }
     }
 
     private static void closeLink(Link l) {
