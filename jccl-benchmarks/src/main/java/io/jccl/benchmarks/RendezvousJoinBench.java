@@ -1,5 +1,6 @@
 package io.jccl.benchmarks;
 
+import io.jccl.collectives.Communicator;
 import io.jccl.collectives.CommunicatorOptions;
 import io.jccl.collectives.LaunchEnvironment;
 import io.jccl.collectives.bootstrap.Bootstrap;
@@ -7,6 +8,7 @@ import io.jccl.collectives.store.PrefixStore;
 import io.jccl.collectives.store.Store;
 import io.jccl.services.rendezvous.Rendezvous;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -24,17 +26,20 @@ import java.util.concurrent.TimeUnit;
  *   <li>{@code store-join}: {@code Bootstrap.exchangeJoinRecords}, the store part of a communicator's (and the transfer
  *       engine's) join: every rank writes its record and reads all N;</li>
  *   <li>{@code store-barrier}: a counter in the store and a key the last rank sets, as torch's
- *       {@code store_based_barrier}.</li>
+ *       {@code store_based_barrier};</li>
+ *   <li>{@code communicator}: {@code Communicator.create} without warm-up, the collectives' whole bootstrap through
+ *       the store (records, device choice, a queue pair per peer, the direct path's mappings).</li>
  * </ul>
  * The job's time for a step is the slowest rank's; rank 0 prints, per step, the median over rounds of that, and the
  * median rank's. Output: one line per step.
  *
  * <pre>
- * jccl run -np 32 --jvm-opt=-Xmx96m io.jccl.benchmarks.RendezvousJoinBench [--rounds 5]
+ * jccl run -np 32 --jvm-opt=-Xmx48m io.jccl.benchmarks.RendezvousJoinBench [--rounds 5]
  * </pre>
  */
 public final class RendezvousJoinBench {
-    private static final String[] STEPS = {"rendezvous-join", "rendezvous-ready", "store-join", "store-barrier"};
+    private static final String[] STEPS = {"rendezvous-join", "rendezvous-ready", "store-join", "store-barrier",
+        "communicator"};
 
     private RendezvousJoinBench() {
     }
@@ -78,10 +83,16 @@ public final class RendezvousJoinBench {
                 t0 = System.nanoTime();
                 barrier(store, "sb" + round, size, timeoutNs);
                 mine[3] = System.nanoTime() - t0;
+                barrier(store, "b" + round + "f", size, timeoutNs);
+                t0 = System.nanoTime();
+                Communicator comm = Communicator.create(store, rank, size, options.withName("bench-comm-" + round)
+                    .withWarmup(Duration.ZERO));
+                mine[4] = System.nanoTime() - t0;
                 store.setString("t/" + round + "/" + rank, Arrays.toString(mine), timeoutNs);
                 // Everyone measured before anyone's links go (a closing hub would fail a late rank's wait).
                 barrier(store, "b" + round + "e", size, timeoutNs);
                 r.close();
+                comm.close();
                 if (rank == 0) {
                     long[][] all = new long[STEPS.length][size];
                     for (int j = 0; j < size; j++) {
@@ -112,6 +123,15 @@ public final class RendezvousJoinBench {
                 }
             }
             barrier(store, "end", size, timeoutNs);
+            // Rank 0 serves the store: it leaves last, once every rank has seen the end (else a slow rank's last
+            // wait would find the store gone).
+            store.add("left", 1, timeoutNs);
+            if (rank == 0) {
+                long deadline = System.nanoTime() + timeoutNs;
+                while (store.add("left", 0, timeoutNs) < size && System.nanoTime() < deadline) {
+                    Thread.sleep(5);
+                }
+            }
         }
     }
 
