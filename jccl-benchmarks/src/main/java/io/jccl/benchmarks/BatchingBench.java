@@ -24,7 +24,8 @@ import java.util.concurrent.TimeUnit;
  * latency runs from its scheduled arrival (so time spent waiting for a free slot counts) to its answer. The model
  * stands in for an accelerator: a batch of {@code b} costs {@code --batch-us + b x --row-us} of CPU (a spin). Per
  * (max queue delay, offered load): achieved throughput, p50/p99 latency, mean batch size. The first 20% of each
- * point is warm-up and not counted (new batch sizes, JIT). One CSV line per point.
+ * point is warm-up and not counted (new batch sizes, JIT), and a throw-away point runs first. Throughput is answers
+ * over the time they took (end of warm-up to last answer). One CSV line per point.
  *
  * <pre>
  * java -cp ... io.jccl.benchmarks.BatchingBench [--device shm0] [--loads 1000,2000,4000,8000]
@@ -81,13 +82,14 @@ public final class BatchingBench {
             CompletableFuture<?>[] runs = new CompletableFuture<?>[producers];
             long[][] latencies = new long[producers][];
             int[] counts = new int[producers];
+            long[][] spans = new long[producers][2];
             // Every producer connects first; the clock starts once all have (a slow connection is not load).
             java.util.concurrent.CyclicBarrier connected = new java.util.concurrent.CyclicBarrier(producers);
             for (int p = 0; p < producers; p++) {
                 int id = p;
                 latencies[p] = new long[(int) Math.max(16, 2L * load * seconds / producers + 1024)];
                 runs[p] = CompletableFuture.runAsync(() -> counts[id] = produce(store, options, id,
-                    (double) load / producers, connected, warmupNs, durationNs, latencies[id]),
+                    (double) load / producers, connected, warmupNs, durationNs, latencies[id], spans[id]),
                     r -> Thread.ofPlatform().daemon().name("producer-" + id).start(r));
             }
             CompletableFuture.allOf(runs).get(10L * (long) Math.ceil(seconds) + 60, TimeUnit.SECONDS);
@@ -103,7 +105,15 @@ public final class BatchingBench {
             }
             Arrays.sort(all);
             BatchingStats stats = server.stats();
-            double measured = (durationNs - warmupNs) / 1e9;
+            // Throughput over the time answers took: from the end of the warm-up to the last answer (a lagging
+            // server stretches it; offered requests are all answered eventually).
+            long first = Long.MAX_VALUE;
+            long last = Long.MIN_VALUE;
+            for (long[] span : spans) {
+                first = Math.min(first, span[0]);
+                last = Math.max(last, span[1]);
+            }
+            double measured = Math.max(1, last - first) / 1e9;
             return String.format("%s,%d,%d,%.0f,%.1f,%.1f,%.2f,%d,%d", device, delayUs, load, n / measured,
                 n == 0 ? 0 : all[n / 2] / 1e3, n == 0 ? 0 : all[Math.min(n - 1, (int) (n * 0.99))] / 1e3,
                 stats.meanBatchSize(), n, stats.timeouts());
@@ -113,7 +123,7 @@ public final class BatchingBench {
     /** One producer's open loop; returns how many answers after the warm-up it recorded into {@code out}. */
     private static int produce(Store store, CommunicatorOptions options, int id, double rate,
                                java.util.concurrent.CyclicBarrier connected, long warmupNs, long durationNs,
-                               long[] out) {
+                               long[] out, long[] span) {
         Random random = new Random(id * 7919L + 1);
         long[] scheduledOf = new long[1 << 16];
         int recorded = 0;
@@ -125,6 +135,8 @@ public final class BatchingBench {
             long next = start;
             long end = start + durationNs;
             long countFrom = start + warmupNs;
+            span[0] = countFrom;
+            span[1] = countFrom;
             while (true) {
                 long now = System.nanoTime();
                 if (now >= end && client.inFlight() == 0) {
@@ -142,7 +154,9 @@ public final class BatchingBench {
                 if (r != null) {
                     long scheduled = scheduledOf[(int) (r.requestId() & 0xFFFF)];
                     if (scheduled >= countFrom && recorded < out.length) {
-                        out[recorded++] = System.nanoTime() - scheduled;
+                        long now2 = System.nanoTime();
+                        out[recorded++] = now2 - scheduled;
+                        span[1] = now2;
                     }
                 }
             }
