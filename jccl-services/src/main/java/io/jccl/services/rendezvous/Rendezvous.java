@@ -78,6 +78,8 @@ public final class Rendezvous implements AutoCloseable {
     private static final long RECEIVE_BIT = 1L << 62;
     private static final long LIVENESS_PERIOD_NS = 100_000_000L;
     private static final int PENDING_MAX = 4096;
+    /** Hub: how often readiness of a topic not yet complete is broadcast. */
+    private static final long BROADCAST_PERIOD_NS = 1_000_000L;
 
     private final Log log = Log.get();
     private final int rank;
@@ -94,6 +96,8 @@ public final class Rendezvous implements AutoCloseable {
     /** Threads in {@link #await}: they drive the queue, the agent steps aside. */
     private final AtomicInteger awaiting = new AtomicInteger();
     private long nextLivenessNs;
+    /** Hub: when readiness was last broadcast for incomplete topics. */
+    private long lastBroadcastNs;
     /** Records posted and not completed (under the lock). */
     private int sendsOutstanding;
     private final Condition changed = lock.newCondition();
@@ -302,7 +306,7 @@ public final class Rendezvous implements AutoCloseable {
             set.set(rank);
             if (rank == 0) {
                 dirtyTopics.set(topic);
-                broadcastReadiness();
+                broadcastReadiness(false);
             } else {
                 byte[] r = record(READY, rank, 0, topic, 0);
                 sendRecord(links[0], r);
@@ -585,7 +589,7 @@ public final class Rendezvous implements AutoCloseable {
                 onCompletion(completions[k]);
             }
             if (rank == 0 && !dirtyTopics.isEmpty()) {
-                broadcastReadiness();
+                broadcastReadiness(false);
             }
             for (Link l : links) {
                 if (l != null && !l.gone) {
@@ -679,10 +683,21 @@ public final class Rendezvous implements AutoCloseable {
         return new String(b, java.nio.charset.StandardCharsets.UTF_8);
     }
 
-    /** Hub: sends each dirty topic's readiness, as bitmaps, to every live rank. Under the lock. */
-    private void broadcastReadiness() {
+    /**
+     * Hub: sends dirty topics' readiness, as bitmaps, to every live rank: a topic that became complete at once, the
+     * others at most every {@link #BROADCAST_PERIOD_NS} (or when {@code all}). Why not at every arrival: with N ranks
+     * arriving one by one that is N² records, each waking a process; on an oversubscribed host the wake-ups, not the
+     * records, were the cost. Under the lock.
+     */
+    private void broadcastReadiness(boolean all) {
+        long now = System.nanoTime();
+        boolean periodic = all || now - lastBroadcastNs >= BROADCAST_PERIOD_NS;
         for (int topic = dirtyTopics.nextSetBit(0); topic >= 0; topic = dirtyTopics.nextSetBit(topic + 1)) {
             BitSet set = ready.get(topic);
+            if (!periodic && set.cardinality() < size) {
+                continue;
+            }
+            dirtyTopics.clear(topic);
             for (int base = 0; base < size; base += RANKS_PER_SET) {
                 byte[] r = record(READY_SET, 0, 0, topic, base);
                 for (int i = 0; i < RANKS_PER_SET && base + i < size; i++) {
@@ -697,7 +712,9 @@ public final class Rendezvous implements AutoCloseable {
                 }
             }
         }
-        dirtyTopics.clear();
+        if (periodic) {
+            lastBroadcastNs = now;
+        }
     }
 
     private void linkFailed(Link link, String why) {
