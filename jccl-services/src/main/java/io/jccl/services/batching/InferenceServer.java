@@ -67,6 +67,9 @@ public final class InferenceServer implements AutoCloseable {
     private final Arena arena = Arena.ofShared();
     private final MemorySegment inputs;
     private final MemorySegment outputs;
+    /** The model's views per batch size, made once (nothing allocated per batch). */
+    private final MemorySegment[] inputViews;
+    private final MemorySegment[] outputViews;
     private final Lane[] lanes;
     private final DynamicBatcher batcher;
     private final int[] batch;
@@ -141,6 +144,12 @@ public final class InferenceServer implements AutoCloseable {
         this.batchesBySize = new long[config.maxBatchSize() + 1];
         this.inputs = arena.allocate((long) config.maxBatchSize() * config.inputBytes(), 64);
         this.outputs = arena.allocate((long) config.maxBatchSize() * config.outputBytes(), 64);
+        this.inputViews = new MemorySegment[config.maxBatchSize() + 1];
+        this.outputViews = new MemorySegment[config.maxBatchSize() + 1];
+        for (int b = 1; b <= config.maxBatchSize(); b++) {
+            inputViews[b] = inputs.asSlice(0, (long) b * config.inputBytes());
+            outputViews[b] = outputs.asSlice(0, (long) b * config.outputBytes());
+        }
         Context c = device.open();
         try {
             this.context = c;
@@ -348,8 +357,7 @@ public final class InferenceServer implements AutoCloseable {
         }
         InferenceStatus status = InferenceStatus.OK;
         try {
-            model.run(inputs.asSlice(0, (long) size * in), size, outputs.asSlice(0,
-                (long) size * config.outputBytes()));
+            model.run(inputViews[size], size, outputViews[size]);
         } catch (RuntimeException e) {
             status = InferenceStatus.MODEL_ERROR;
             modelErrors += size;
