@@ -55,9 +55,9 @@ import java.util.zip.CRC32C;
  */
 public final class IngestConsumer implements AutoCloseable {
     private static final Log LOG = Log.get();
-    private static final int RECEIVE_DEPTH = 256;
+    private static final int RECEIVE_DEPTH = 1024;
     private static final int POLL_BATCH = 64;
-    private static final long ACCEPT_SLICE_MS = 200;
+    private static final long ACCEPT_SLICE_MS = 2000;
 
     private final IngestSettings settings;
     private final Context context;
