@@ -12,7 +12,8 @@ import java.util.concurrent.Callable;
 /** {@code jccl example NAME [ARGS…]}: runs an example of jccl-examples ({@code io.jccl.examples.NAME}) in this JVM. */
 @Command(name = "example", mixinStandardHelpOptions = true,
     description = {"Run an example from jccl-examples: ParameterServerExample, SequencedWriteWithImmediateExample, "
-        + "OperationLatencyExample, TransferEngineExample (arguments go to the example, for example --device tcp0)."})
+        + "OperationLatencyExample, TransferEngineExample, FeatureIngestionExample (arguments go to the example, "
+        + "for example --device tcp0)."})
 public final class ExampleCommand implements Callable<Integer> {
     /** Package of the examples. */
     static final String PACKAGE = "io.jccl.examples.";
