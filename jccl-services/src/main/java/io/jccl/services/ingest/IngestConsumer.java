@@ -58,6 +58,8 @@ public final class IngestConsumer implements AutoCloseable {
     private static final int RECEIVE_DEPTH = 1024;
     private static final int POLL_BATCH = 64;
     private static final long ACCEPT_SLICE_MS = 2000;
+    /** A segment file takes records until it passes this size, then the next one starts. */
+    static final long SEGMENT_ROLL_BYTES = 64L << 20;
 
     private final IngestSettings settings;
     private final Context context;
@@ -104,6 +106,7 @@ public final class IngestConsumer implements AutoCloseable {
     private long segmentNumber;
     private long segmentBytes;
     private long segmentRecords;
+    private long unsealedRecords;
     private long records;
     private long bytes;
     private long holes;
@@ -126,7 +129,8 @@ public final class IngestConsumer implements AutoCloseable {
     }
 
     /** A segment handed to the snapshotter. */
-    private record Sealed(FileChannel channel, SnapshotStore.Segment segment, long[] accepted) {
+    private record Sealed(FileChannel channel, SnapshotStore.Segment segment, long[] accepted, long newRecords,
+                          boolean last) {
     }
 
     private IngestConsumer(IngestSettings settings) {
@@ -141,7 +145,7 @@ public final class IngestConsumer implements AutoCloseable {
         this.links = new Link[settings.maxProducers()];
         this.sealedSegments.addAll(state.segments());
         this.snapshotNumber = state.snapshot();
-        this.segmentNumber = state.snapshot();
+        this.segmentNumber = state.lastSegmentNumber();
         this.durableRecords = state.segments().stream().mapToLong(SnapshotStore.Segment::records).sum();
         this.committed = new long[(ringBytes / 8 + 63) / 64];
         this.scratch = arena.allocate(RecordFormat.recordBytes(settings.maxPayloadBytes()), 8);
@@ -256,7 +260,7 @@ public final class IngestConsumer implements AutoCloseable {
         long nowNs = System.nanoTime();
         if (nowNs - nextSnapshotNs >= 0) {
             nextSnapshotNs = nowNs + settings.snapshotIntervalNs();
-            seal(false);
+            seal();
         }
         return delivered;
     }
@@ -269,7 +273,7 @@ public final class IngestConsumer implements AutoCloseable {
      */
     public void awaitDurable(Duration timeout) {
         long deadlineNs = System.nanoTime() + timeout.toNanos();
-        while (!seal(true)) {
+        while (!seal()) {
             waitSnapshot(deadlineNs);
         }
         waitSnapshot(deadlineNs);
@@ -412,6 +416,7 @@ public final class IngestConsumer implements AutoCloseable {
         stagedBytes += size;
         segmentBytes += size;
         segmentRecords++;
+        unsealedRecords++;
         expected[producer] = sequence + 1;
         RingLayout.publish(memory, RingLayout.slot(producer), sequence + 1);
         records++;
@@ -545,8 +550,7 @@ public final class IngestConsumer implements AutoCloseable {
     private void acceptLoop() {
         byte[] reply = new Wire.Reply(region.address(), region.rkey(), ringBytes, dataOffset,
             settings.maxPayloadBytes(), settings.maxProducers(), settings.holeTimeoutNs(), epoch).encode();
-        ConnectionParameters parameters = ConnectionParameters.defaults().withPrivateData(reply)
-            .withHandshakeTimeout(Duration.ofMillis(ACCEPT_SLICE_MS));
+        ConnectionParameters parameters = Wire.parameters(reply, Duration.ofMillis(ACCEPT_SLICE_MS));
         QueuePairInitAttributes init = QueuePairInitAttributes.of(queue).withDepths(16, RECEIVE_DEPTH);
         while (!closed) {
             try {
@@ -587,7 +591,7 @@ public final class IngestConsumer implements AutoCloseable {
     }
 
     /** Hands the current segment to the snapshotter; false when it is still busy with the previous one. */
-    private boolean seal(boolean evenIfEmpty) {
+    private boolean seal() {
         if (failure != null) {
             return true;
         }
@@ -595,10 +599,7 @@ public final class IngestConsumer implements AutoCloseable {
             if (pendingSeal != null || sealing) {
                 return false;
             }
-            if (segmentRecords == 0 && !evenIfEmpty) {
-                return true;
-            }
-            if (segmentRecords == 0) {
+            if (unsealedRecords == 0) {
                 return true; // nothing new: the last snapshot already holds everything accepted
             }
             flushStaging();
@@ -606,9 +607,16 @@ public final class IngestConsumer implements AutoCloseable {
             for (int i = 0; i < acceptedNow.length; i++) {
                 acceptedNow[i] = expected[i] - 1;
             }
+            // A snapshot names the segment up to what is written now; the segment goes on growing until it passes
+            // SEGMENT_ROLL_BYTES (one file per snapshot interval would be 20 files a second).
+            boolean roll = segmentBytes >= SEGMENT_ROLL_BYTES;
             pendingSeal = new Sealed(segment, new SnapshotStore.Segment(SnapshotStore.segmentName(segmentNumber),
-                segmentBytes, segmentRecords), acceptedNow);
+                segmentBytes, segmentRecords), acceptedNow, unsealedRecords, roll);
+            unsealedRecords = 0;
             snapshotLock.notifyAll();
+            if (!roll) {
+                return true;
+            }
         }
         try {
             openSegment();
@@ -642,12 +650,11 @@ public final class IngestConsumer implements AutoCloseable {
                 synchronized (snapshotLock) {
                     all = new ArrayList<>(sealedSegments);
                 }
-                all.add(job.segment());
+                SnapshotStore.Segment.put(all, job.segment());
                 long number = snapshotNumber + 1;
                 SnapshotStore.commit(settings.directory(), job.channel(), number, all, job.accepted());
-                job.channel().close();
                 synchronized (snapshotLock) {
-                    sealedSegments.add(job.segment());
+                    SnapshotStore.Segment.put(sealedSegments, job.segment());
                     snapshotNumber = number;
                     for (int id = 0; id < acknowledged.length; id++) {
                         if (job.accepted()[id] > acknowledged[id]) {
@@ -655,7 +662,7 @@ public final class IngestConsumer implements AutoCloseable {
                             RingLayout.publish(memory, RingLayout.slot(id) + 16, acknowledged[id]);
                         }
                     }
-                    durableRecords += job.segment().records();
+                    durableRecords += job.newRecords();
                     snapshots++;
                 }
             } catch (IOException | RuntimeException e) {
@@ -664,10 +671,12 @@ public final class IngestConsumer implements AutoCloseable {
                     + " since are not acknowledged and producers keep them)", e);
                 LOG.warn(-1, Log.Subsys.NET, failure.getMessage());
             } finally {
-                try {
-                    job.channel().close();
-                } catch (IOException ignored) {
-                    // closed already, or failing with the snapshot that failed
+                if (job.last()) {
+                    try {
+                        job.channel().close(); // the poll thread writes to a new segment now
+                    } catch (IOException ignored) {
+                        // failing with the snapshot that failed
+                    }
                 }
                 synchronized (snapshotLock) {
                     sealing = false;

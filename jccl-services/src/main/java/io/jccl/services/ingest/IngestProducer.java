@@ -4,7 +4,6 @@ import io.jccl.common.Log;
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.ConnectionManager;
-import io.jccl.verbs.ConnectionParameters;
 import io.jccl.verbs.Context;
 import io.jccl.verbs.MemoryRegion;
 import io.jccl.verbs.ProtectionDomain;
@@ -40,6 +39,7 @@ import java.util.zip.CRC32C;
 public final class IngestProducer implements AutoCloseable {
     private static final Log LOG = Log.get();
     private static final long STATUS_INTERVAL_NS = TimeUnit.MILLISECONDS.toNanos(2);
+    private static final long STATUS_GRACE_NS = TimeUnit.SECONDS.toNanos(1);
     private static final long SCRATCH_FETCH = 0;
     private static final long SCRATCH_HEAD = 8;
     private static final long SCRATCH_SLOT = 24;
@@ -340,7 +340,7 @@ public final class IngestProducer implements AutoCloseable {
                     expired = true;
                     break;
                 }
-                readStatus(deadlineNs);
+                readStatus(statusDeadline(deadlineNs));
                 if (position + size - cachedHead <= ringBytes) {
                     break;
                 }
@@ -389,7 +389,7 @@ public final class IngestProducer implements AutoCloseable {
                 return; // reconnect read the status
             }
             try {
-                readStatus(deadlineNs);
+                readStatus(statusDeadline(deadlineNs));
                 return;
             } catch (LinkFailure e) {
                 closeLink(e.getMessage());
@@ -432,6 +432,15 @@ public final class IngestProducer implements AutoCloseable {
             }
             return;
         }
+    }
+
+    /**
+     * The deadline of one status read: the call's, but at least {@link #STATUS_GRACE_NS} ahead. A read takes a round
+     * trip; one that starts just before the call's deadline must not turn "the ring stayed full" into "the link
+     * failed" (and cost a reconnection); the caller checks its own deadline right after.
+     */
+    private static long statusDeadline(long deadlineNs) {
+        return Math.max(deadlineNs, System.nanoTime() + STATUS_GRACE_NS);
     }
 
     private void release(long acknowledged) {
@@ -491,9 +500,8 @@ public final class IngestProducer implements AutoCloseable {
             ConnectionManager.Connection c;
             try {
                 c = ConnectionManager.connect(domain, QueuePairInitAttributes.of(queue).withDepths(32, 1),
-                    consumerAddress, ConnectionParameters.defaults().withPrivateData(Wire.request(producerId))
-                        .withHandshakeTimeout(Duration.ofNanos(Math.max(TimeUnit.MILLISECONDS.toNanos(10),
-                            Math.min(leftNs, TimeUnit.SECONDS.toNanos(2))))));
+                    consumerAddress, Wire.parameters(Wire.request(producerId), Duration.ofNanos(Math.max(
+                        TimeUnit.MILLISECONDS.toNanos(10), Math.min(leftNs, TimeUnit.SECONDS.toNanos(2))))));
             } catch (VerbsException e) {
                 lastError = e.getMessage();
                 LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(Math.min(backoffMs,

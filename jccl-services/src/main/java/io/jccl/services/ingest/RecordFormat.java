@@ -48,9 +48,8 @@ final class RecordFormat {
         segment.set(INT, at + PRODUCER, producerId);
         segment.set(LONG, at + SEQUENCE, sequence);
         segment.set(LONG, at + TIMESTAMP, timestampNs);
-        int padding = recordBytes(payloadLength) - HEADER_BYTES - payloadLength;
-        if (padding > 0) {
-            segment.asSlice(at + HEADER_BYTES + payloadLength, padding).fill((byte) 0);
+        for (long p = at + HEADER_BYTES + payloadLength, end = at + recordBytes(payloadLength); p < end; p++) {
+            segment.set(ValueLayout.JAVA_BYTE, p, (byte) 0); // padding: no slice, no allocation
         }
         segment.set(INT, at + CRC, crc(view, (int) at, payloadLength, crc));
     }

@@ -31,10 +31,25 @@ final class SnapshotStore {
 
     /** A sealed segment: its name, bytes and records. */
     record Segment(String name, long bytes, long records) {
+        /** Replaces the entry of the same name (a segment that grew since the last snapshot) or appends. */
+        static void put(List<Segment> segments, Segment segment) {
+            if (!segments.isEmpty() && segments.getLast().name().equals(segment.name())) {
+                segments.set(segments.size() - 1, segment);
+            } else {
+                segments.add(segment);
+            }
+        }
+
+        long number() {
+            return Long.parseLong(name.substring("ingest-".length(), name.length() - ".seg".length()));
+        }
     }
 
     /** What a directory holds after recovery. */
     record State(long snapshot, List<Segment> segments, long[] durable) {
+        long lastSegmentNumber() {
+            return segments.isEmpty() ? 0 : segments.getLast().number();
+        }
     }
 
     private SnapshotStore() {
@@ -59,12 +74,19 @@ final class SnapshotStore {
             try (var files = Files.list(dir)) {
                 for (Path file : files.toList()) {
                     String name = file.getFileName().toString();
-                    if (name.startsWith("ingest-") && name.endsWith(".seg") && !named.contains(name)) {
+                    if (name.matches("ingest-[0-9]+\\.seg") && !named.contains(name)) {
                         Files.delete(file); // written after the last manifest: never acknowledged
                     }
                 }
             }
             for (Segment segment : state.segments()) {
+                Path file = dir.resolve(segment.name());
+                try (FileChannel channel = FileChannel.open(file, StandardOpenOption.WRITE)) {
+                    if (channel.size() > segment.bytes()) {
+                        channel.truncate(segment.bytes()); // written after the last snapshot: not acknowledged
+                        channel.force(true);
+                    }
+                }
                 scan(dir, segment, maxPayload, null);
             }
             return state;

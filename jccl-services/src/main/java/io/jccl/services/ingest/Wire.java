@@ -1,6 +1,9 @@
 package io.jccl.services.ingest;
 
+import io.jccl.verbs.ConnectionParameters;
+
 import java.nio.ByteBuffer;
+import java.time.Duration;
 import java.time.Instant;
 
 /** The connection's private data both ways, and the epoch clock records are stamped with. */
@@ -19,6 +22,20 @@ final class Wire {
     }
 
     private Wire() {
+    }
+
+    /** ACK timeout code of the ring's queue pairs: 4.096 us x 2^18 = 1.07 s, x 8 tries: a silent peer in ~9 s. */
+    static final int ACK_TIMEOUT_CODE = 18;
+
+    /**
+     * The connection parameters both ends use: the defaults (access, depths, JCCL_AUTH_SECRET) with a link timeout
+     * of seconds rather than the default's one: a producer that waits for ring space, or a loaded host, must not
+     * have its link declared dead; a consumer that is killed is seen at once anyway (its connections reset).
+     */
+    static ConnectionParameters parameters(byte[] privateData, Duration handshakeTimeout) {
+        ConnectionParameters d = ConnectionParameters.defaults();
+        return new ConnectionParameters(d.accessFlags(), d.responderResources(), d.initiatorDepth(), d.retryCount(),
+            d.rnrRetryCount(), d.minRnrTimer(), ACK_TIMEOUT_CODE, privateData, handshakeTimeout, d.secret());
     }
 
     static long epochNanos() {

@@ -3,7 +3,6 @@ package io.jccl.services.ingest;
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.ConnectionManager;
-import io.jccl.verbs.ConnectionParameters;
 import io.jccl.verbs.Context;
 import io.jccl.verbs.MemoryRegion;
 import io.jccl.verbs.ProtectionDomain;
@@ -52,7 +51,7 @@ class IngestBadInputTest {
             queue = context.createCompletionQueue(16);
             buffer = domain.allocateMemory(4096, AccessFlag.LOCAL_WRITE);
             ConnectionManager.Connection c = ConnectionManager.connect(domain, QueuePairInitAttributes.of(queue),
-                consumer.address(), ConnectionParameters.defaults().withPrivateData(Wire.request(id)));
+                consumer.address(), Wire.parameters(Wire.request(id), java.time.Duration.ofSeconds(10)));
             queuePair = c.queuePair();
             reply = Wire.Reply.decode(c.remotePrivateData());
         }

@@ -40,7 +40,7 @@ class IngestRingTest {
     void shouldDeliverEveryRecordOnceInOrderAndAcknowledgeThemDurably(String device, @TempDir Path dir)
         throws Exception {
         IngestSettings s = settings(device, dir);
-        int perProducer = 600;
+        int perProducer = 300;
         try (ConsumerLoop loop = new ConsumerLoop(IngestConsumer.open(s))) {
             List<CompletableFuture<Long>> producers = new ArrayList<>();
             for (int id = 0; id < 2; id++) {
@@ -81,7 +81,7 @@ class IngestRingTest {
     @ParameterizedTest
     @ValueSource(strings = {"shm0", "tcp0"})
     void shouldMakeProducersWaitWhenTheRingIsFullAndLoseNothing(String device, @TempDir Path dir) throws Exception {
-        IngestSettings s = settings(device, dir).withRing(4096, 512).withTimes(10, 6000, 1000);
+        IngestSettings s = settings(device, dir).withRing(4096, 512).withTimes(10, 8000, 3000);
         try (IngestConsumer consumer = IngestConsumer.open(s);
              IngestProducer p = IngestProducer.connect(consumer.address(), 3, s)) {
             IngestException full = null;
