@@ -452,6 +452,7 @@ public final class IngestConsumer implements AutoCloseable {
     }
 
     private void advance(long to) {
+        clearCommitted(head, to); // also marks a rogue commit inside a record gone, so a later lap cannot trust it
         head = to;
         holeSinceNs = 0;
         RingLayout.publish(memory, RingLayout.HEAD, to);
@@ -491,6 +492,21 @@ public final class IngestConsumer implements AutoCloseable {
     private void clearCommitted(long position) {
         int granule = (int) ((position & ringMask) >>> 3);
         committed[granule >>> 6] &= ~(1L << granule);
+    }
+
+    /** Clears the committed bits of [from, to) (at most one ring), a word at a time. */
+    private void clearCommitted(long from, long to) {
+        long granules = Math.min((to - from) >>> 3, ringBytes >>> 3);
+        int granule = (int) ((from & ringMask) >>> 3);
+        int total = ringBytes >>> 3;
+        while (granules > 0) {
+            int bit = granule & 63;
+            int n = (int) Math.min(granules, 64 - bit);
+            long mask = n == 64 ? -1L : ((1L << n) - 1) << bit;
+            committed[granule >>> 6] &= ~mask;
+            granules -= n;
+            granule = (granule + n) % total;
+        }
     }
 
     /** The first committed position in [from, limit), or limit. */
