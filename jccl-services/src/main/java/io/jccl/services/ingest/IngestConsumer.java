@@ -399,6 +399,9 @@ public final class IngestConsumer implements AutoCloseable {
             return 0;
         }
         long sequence = RecordFormat.sequence(locSegment, locAt);
+        if (RecordFormat.continues(locSegment, locAt)) {
+            setCommitted(h + size); // a batch: one commit for all its records, chained by this flag
+        }
         if (sequence != expected[producer]) {
             if (sequence < expected[producer]) {
                 duplicates++;

@@ -72,6 +72,8 @@ public final class IngestProducer implements AutoCloseable {
     private long nextSequence = 1;
     private long nextToSend = 1;
     private int retentionTail;
+    /** Bytes offered since the last send. */
+    private int pendingBytes;
 
     private QueuePair queuePair;
     private Wire.Reply reply;
@@ -87,6 +89,7 @@ public final class IngestProducer implements AutoCloseable {
     private long heldSequence = -1;
     private long heldPosition = -1;
     private long heldReservedAtNs;
+    private int heldRecords;
     private boolean closed;
 
     /** A failed link: the queue pair is closed and the caller reconnects. Control flow only, no stack. */
@@ -191,6 +194,42 @@ public final class IngestProducer implements AutoCloseable {
         return abandoned;
     }
 
+    /**
+     * Takes a record into the retention buffer without sending it: offered records go out together, in one
+     * reservation and one commit per batch (up to the batch bytes), when they reach the batch bytes, or at the next
+     * {@link #send}, {@link #append} or {@link #flush}. For throughput; {@link #append} is for latency.
+     *
+     * @return the record's sequence
+     * @throws IllegalArgumentException for a payload above the consumer's largest record
+     * @throws IngestException as {@link #append}
+     */
+    public synchronized long offer(MemorySegment payload, long offset, int length) {
+        long deadlineNs = System.nanoTime() + settings.appendTimeoutNs();
+        long sequence = take(payload, offset, length, deadlineNs);
+        pendingBytes += RecordFormat.recordBytes(length);
+        if (pendingBytes >= settings.batchBytes()) {
+            send(deadlineNs);
+        }
+        return sequence;
+    }
+
+    /**
+     * Sends every offered record: returns once they are all committed in the consumer's ring.
+     *
+     * @throws IngestException as {@link #append}
+     */
+    public synchronized void send() {
+        send(System.nanoTime() + settings.appendTimeoutNs());
+    }
+
+    private void send(long deadlineNs) {
+        sendPending(deadlineNs);
+        pendingBytes = 0;
+        if (System.nanoTime() - lastStatusNs > STATUS_INTERVAL_NS) {
+            status(deadlineNs); // acknowledgements and lost records, every few milliseconds
+        }
+    }
+
     /** Appends a record from a heap array (copied into the retention buffer). */
     public long append(byte[] payload) {
         return append(MemorySegment.ofArray(payload), 0, payload.length);
@@ -205,6 +244,14 @@ public final class IngestProducer implements AutoCloseable {
      *     the consumer unreachable past the append deadline (the record is kept and sent by the next call)
      */
     public synchronized long append(MemorySegment payload, long offset, int length) {
+        long deadlineNs = System.nanoTime() + settings.appendTimeoutNs();
+        long sequence = take(payload, offset, length, deadlineNs);
+        send(deadlineNs);
+        return sequence;
+    }
+
+    /** Stamps a record into the retention buffer (waiting for room there): from now on it is kept until acked. */
+    private long take(MemorySegment payload, long offset, int length, long deadlineNs) {
         if (closed) {
             throw new IllegalStateException("ingest producer closed");
         }
@@ -213,11 +260,13 @@ public final class IngestProducer implements AutoCloseable {
             throw new IllegalArgumentException("record of " + length + " B: the consumer takes 0 to " + maxPayload
                 + " B per record");
         }
-        long deadlineNs = System.nanoTime() + settings.appendTimeoutNs();
         int size = RecordFormat.recordBytes(length);
         int at;
         long idleNs = 1000;
         while ((at = place(size)) < 0) {
+            if (nextToSend < nextSequence) {
+                sendPending(deadlineNs); // offered records first: they may be what the consumer waits for
+            }
             status(deadlineNs);
             if ((at = place(size)) >= 0) {
                 break;
@@ -240,10 +289,6 @@ public final class IngestProducer implements AutoCloseable {
         entryPosition[index] = -1;
         count++;
         retentionTail = at + size;
-        sendPending(deadlineNs);
-        if (System.nanoTime() - lastStatusNs > STATUS_INTERVAL_NS) {
-            status(deadlineNs); // acknowledgements and lost records, every few milliseconds
-        }
         return sequence;
     }
 
@@ -298,11 +343,12 @@ public final class IngestProducer implements AutoCloseable {
                 continue;
             }
             long sequence = nextToSend;
-            int index = (int) ((firstIndex + (sequence - firstSequence)) % entryOffset.length);
+            int first = (int) ((firstIndex + (sequence - firstSequence)) % entryOffset.length);
+            int records = batch(first, (int) (nextSequence - sequence), sequence);
             try {
-                send(index, deadlineNs);
+                send(first, records, sequence, deadlineNs);
                 if (nextToSend == sequence) {
-                    nextToSend++; // else a status read during the send moved it back to a lost record
+                    nextToSend += records; // else a status read during the send moved it back to a lost record
                 }
             } catch (LinkFailure e) {
                 closeLink(e.getMessage());
@@ -310,11 +356,39 @@ public final class IngestProducer implements AutoCloseable {
         }
     }
 
-    private void send(int index, long deadlineNs) throws LinkFailure {
-        int size = entrySize[index];
+    /**
+     * How many records from {@code first} go in one reservation: contiguous in the retention buffer, at most the batch
+     * bytes and a quarter of the ring (a held reservation keeps the batch it was made for).
+     */
+    private int batch(int first, int pending, long sequence) {
+        if (heldSequence == sequence && heldPosition >= 0) {
+            return heldRecords;
+        }
+        long limit = Math.min(settings.batchBytes(), reply.ringBytes() / 4);
+        int records = 1;
+        long bytes = entrySize[first];
+        int index = first;
+        while (records < pending) {
+            int next = (index + 1) % entryOffset.length;
+            if (entryOffset[next] != entryOffset[index] + entrySize[index] || bytes + entrySize[next] > limit) {
+                break;
+            }
+            bytes += entrySize[next];
+            index = next;
+            records++;
+        }
+        return records;
+    }
+
+    private void send(int first, int records, long sequence, long deadlineNs) throws LinkFailure {
+        int size = 0;
+        for (int k = 0, index = first; k < records; k++, index = (index + 1) % entryOffset.length) {
+            // Chain the batch: every record but the last says the next follows under the same commit.
+            RecordFormat.setContinues(retained, retainedView, entryOffset[index], k < records - 1, crc);
+            size += entrySize[index];
+        }
         long leaseNs = reply.holeTimeoutNs() / 2;
         int ringBytes = reply.ringBytes();
-        long sequence = firstSequence + ((index - firstIndex + entryOffset.length) % entryOffset.length);
         while (true) {
             long reservedAtNs;
             long position;
@@ -347,6 +421,7 @@ public final class IngestProducer implements AutoCloseable {
                 if (System.nanoTime() - deadlineNs > 0) {
                     heldSequence = sequence;
                     heldPosition = position;
+                    heldRecords = records;
                     heldReservedAtNs = reservedAtNs;
                     throw new IngestException("ingest producer " + producerId + ": the ring of the consumer at "
                         + consumerAddress + " stayed full for " + Duration.ofNanos(settings.appendTimeoutNs())
@@ -362,21 +437,26 @@ public final class IngestProducer implements AutoCloseable {
             }
             long offset = position & (ringBytes - 1);
             long remote = reply.ringAddress() + reply.dataOffset();
-            int first = (int) Math.min(size, ringBytes - offset);
-            if (first < size) {
+            int firstPiece = (int) Math.min(size, ringBytes - offset);
+            if (firstPiece < size) {
                 write.opcode(SendOpcode.RDMA_WRITE).flags(0).remote(remote + offset, reply.rkey())
-                    .local(retention, entryOffset[index], first);
+                    .local(retention, entryOffset[first], firstPiece);
                 queuePair.postSend(write);
                 write.opcode(SendOpcode.RDMA_WRITE_WITH_IMM).flags(SendFlag.SIGNALED).remote(remote, reply.rkey())
-                    .immediateData((int) position).local(retention, entryOffset[index] + first, size - first);
+                    .immediateData((int) position).local(retention, entryOffset[first] + firstPiece,
+                        size - firstPiece);
             } else {
                 write.opcode(SendOpcode.RDMA_WRITE_WITH_IMM).flags(SendFlag.SIGNALED)
                     .remote(remote + offset, reply.rkey()).immediateData((int) position)
-                    .local(retention, entryOffset[index], size);
+                    .local(retention, entryOffset[first], size);
             }
             queuePair.postSend(write);
             await(deadlineNs, "a record's commit");
-            entryPosition[index] = position;
+            long at = position;
+            for (int k = 0, index = first; k < records; k++, index = (index + 1) % entryOffset.length) {
+                entryPosition[index] = at;
+                at += entrySize[index];
+            }
             return;
         }
     }
@@ -525,7 +605,7 @@ public final class IngestProducer implements AutoCloseable {
             if (epoch != -1) {
                 reconnects++;
             }
-            boolean restarted = epoch != r.epoch();
+            boolean restarted = epoch != -1 && epoch != r.epoch();
             epoch = r.epoch();
             reply = r;
             cachedHead = 0;

@@ -24,10 +24,12 @@ import java.util.concurrent.TimeUnit;
  * @param appendTimeoutNs the longest {@code append}/{@code flush} waits for space, acknowledgements or a consumer
  *     to come back (JCCL_INGEST_APPEND_TIMEOUT_MS)
  * @param retentionBytes a producer's buffer of records kept until acknowledged (JCCL_INGEST_RETENTION_BYTES)
+ * @param batchBytes the most bytes of records one reservation and commit carries, and the amount of offered records
+ *     that makes {@code offer} send (JCCL_INGEST_BATCH_BYTES; at most a quarter of the ring is used)
  */
 public record IngestSettings(String device, InetSocketAddress bindAddress, Path directory, int ringBytes,
                              int maxPayloadBytes, int maxProducers, long snapshotIntervalNs, long holeTimeoutNs,
-                             long appendTimeoutNs, int retentionBytes) {
+                             long appendTimeoutNs, int retentionBytes, int batchBytes) {
     /** Default ring: 4 MiB. */
     public static final int RING_BYTES_DEFAULT = 4 << 20;
     /** Default largest payload: 64 KiB. */
@@ -42,6 +44,8 @@ public record IngestSettings(String device, InetSocketAddress bindAddress, Path 
     public static final long APPEND_TIMEOUT_MS_DEFAULT = 10_000;
     /** Default retention buffer: 8 MiB. */
     public static final int RETENTION_BYTES_DEFAULT = 8 << 20;
+    /** Default batch: 64 KiB. */
+    public static final int BATCH_BYTES_DEFAULT = 64 << 10;
 
     /** Checks the ranges. */
     public IngestSettings {
@@ -60,6 +64,9 @@ public record IngestSettings(String device, InetSocketAddress bindAddress, Path 
         if (maxProducers < 1 || maxProducers > 1024) {
             throw new IllegalArgumentException("max producers " + maxProducers + " outside 1..1024");
         }
+        if (batchBytes < 1) {
+            throw new IllegalArgumentException("batch bytes " + batchBytes + " must be positive");
+        }
         if (snapshotIntervalNs <= 0 || holeTimeoutNs < TimeUnit.MILLISECONDS.toNanos(20) || appendTimeoutNs <= 0) {
             throw new IllegalArgumentException("snapshot interval and append timeout must be positive, the hole"
                 + " timeout at least 20 ms");
@@ -71,7 +78,7 @@ public record IngestSettings(String device, InetSocketAddress bindAddress, Path 
         return new IngestSettings("tcp0", new InetSocketAddress(InetAddress.getLoopbackAddress(), 0),
             Path.of("ingest-data"), RING_BYTES_DEFAULT, MAX_PAYLOAD_DEFAULT, MAX_PRODUCERS_DEFAULT,
             TimeUnit.MILLISECONDS.toNanos(SNAPSHOT_MS_DEFAULT), TimeUnit.MILLISECONDS.toNanos(HOLE_TIMEOUT_MS_DEFAULT),
-            TimeUnit.MILLISECONDS.toNanos(APPEND_TIMEOUT_MS_DEFAULT), RETENTION_BYTES_DEFAULT);
+            TimeUnit.MILLISECONDS.toNanos(APPEND_TIMEOUT_MS_DEFAULT), RETENTION_BYTES_DEFAULT, BATCH_BYTES_DEFAULT);
     }
 
     /** The defaults overridden by the JCCL_INGEST_* variables. */
@@ -85,43 +92,50 @@ public record IngestSettings(String device, InetSocketAddress bindAddress, Path 
             TimeUnit.MILLISECONDS.toNanos(Config.longValue("JCCL_INGEST_HOLE_TIMEOUT_MS", HOLE_TIMEOUT_MS_DEFAULT)),
             TimeUnit.MILLISECONDS.toNanos(Config.longValue("JCCL_INGEST_APPEND_TIMEOUT_MS",
                 APPEND_TIMEOUT_MS_DEFAULT)),
-            (int) Config.longValue("JCCL_INGEST_RETENTION_BYTES", d.retentionBytes));
+            (int) Config.longValue("JCCL_INGEST_RETENTION_BYTES", d.retentionBytes),
+            (int) Config.longValue("JCCL_INGEST_BATCH_BYTES", d.batchBytes));
     }
 
     /** A copy with another device. */
     public IngestSettings withDevice(String name) {
         return new IngestSettings(name, bindAddress, directory, ringBytes, maxPayloadBytes, maxProducers,
-            snapshotIntervalNs, holeTimeoutNs, appendTimeoutNs, retentionBytes);
+            snapshotIntervalNs, holeTimeoutNs, appendTimeoutNs, retentionBytes, batchBytes);
     }
 
     /** A copy with another listening address. */
     public IngestSettings withBindAddress(InetSocketAddress address) {
         return new IngestSettings(device, address, directory, ringBytes, maxPayloadBytes, maxProducers,
-            snapshotIntervalNs, holeTimeoutNs, appendTimeoutNs, retentionBytes);
+            snapshotIntervalNs, holeTimeoutNs, appendTimeoutNs, retentionBytes, batchBytes);
     }
 
     /** A copy with another snapshot directory. */
     public IngestSettings withDirectory(Path path) {
         return new IngestSettings(device, bindAddress, path, ringBytes, maxPayloadBytes, maxProducers,
-            snapshotIntervalNs, holeTimeoutNs, appendTimeoutNs, retentionBytes);
+            snapshotIntervalNs, holeTimeoutNs, appendTimeoutNs, retentionBytes, batchBytes);
     }
 
     /** A copy with another ring size and largest payload. */
     public IngestSettings withRing(int bytes, int maxPayload) {
         return new IngestSettings(device, bindAddress, directory, bytes, maxPayload, maxProducers,
-            snapshotIntervalNs, holeTimeoutNs, appendTimeoutNs, retentionBytes);
+            snapshotIntervalNs, holeTimeoutNs, appendTimeoutNs, retentionBytes, batchBytes);
     }
 
     /** A copy with other intervals and deadlines (milliseconds). */
     public IngestSettings withTimes(long snapshotMs, long holeTimeoutMs, long appendTimeoutMs) {
         return new IngestSettings(device, bindAddress, directory, ringBytes, maxPayloadBytes, maxProducers,
             TimeUnit.MILLISECONDS.toNanos(snapshotMs), TimeUnit.MILLISECONDS.toNanos(holeTimeoutMs),
-            TimeUnit.MILLISECONDS.toNanos(appendTimeoutMs), retentionBytes);
+            TimeUnit.MILLISECONDS.toNanos(appendTimeoutMs), retentionBytes, batchBytes);
     }
 
     /** A copy with another retention buffer. */
     public IngestSettings withRetentionBytes(int bytes) {
         return new IngestSettings(device, bindAddress, directory, ringBytes, maxPayloadBytes, maxProducers,
-            snapshotIntervalNs, holeTimeoutNs, appendTimeoutNs, bytes);
+            snapshotIntervalNs, holeTimeoutNs, appendTimeoutNs, bytes, batchBytes);
+    }
+
+    /** A copy with another batch size. */
+    public IngestSettings withBatchBytes(int bytes) {
+        return new IngestSettings(device, bindAddress, directory, ringBytes, maxPayloadBytes, maxProducers,
+            snapshotIntervalNs, holeTimeoutNs, appendTimeoutNs, retentionBytes, bytes);
     }
 }

@@ -12,7 +12,8 @@ import java.util.zip.CRC32C;
  * <pre>
  *  0 int  payloadLength
  *  4 int  lengthCheck = ~payloadLength ^ LENGTH_MAGIC   (a length that fails it is not trusted to skip by)
- *  8 int  producerId
+ *  8 int  producerId, bit 31 set when the next record of the same commit follows (a batch: one reservation and one
+ *          WRITE_WITH_IMM for several records; the consumer treats the next position as committed)
  * 12 int  crc32c over bytes 0..11 and 16..(32 + payloadLength)
  * 16 long sequence (1, 2, ... per producer)
  * 24 long timestampNs (producer's clock, ns since the epoch)
@@ -28,6 +29,7 @@ final class RecordFormat {
     static final int SEQUENCE = 16;
     static final int TIMESTAMP = 24;
     static final int LENGTH_MAGIC = 0x1D6E5701;
+    static final int CONTINUES = 0x8000_0000;
 
     private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT_UNALIGNED;
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;
@@ -81,7 +83,22 @@ final class RecordFormat {
     }
 
     static int producer(MemorySegment segment, long at) {
-        return segment.get(INT, at + PRODUCER);
+        return segment.get(INT, at + PRODUCER) & ~CONTINUES;
+    }
+
+    /** Whether the next record belongs to the same commit (trust it only once the CRC matched). */
+    static boolean continues(MemorySegment segment, long at) {
+        return (segment.get(INT, at + PRODUCER) & CONTINUES) != 0;
+    }
+
+    /** Sets or clears the batch flag of a stamped record and recomputes its CRC. */
+    static void setContinues(MemorySegment segment, ByteBuffer view, long at, boolean continues, CRC32C crc) {
+        int raw = segment.get(INT, at + PRODUCER);
+        int wanted = continues ? raw | CONTINUES : raw & ~CONTINUES;
+        if (raw != wanted) {
+            segment.set(INT, at + PRODUCER, wanted);
+            segment.set(INT, at + CRC, crc(view, (int) at, segment.get(INT, at + LENGTH), crc));
+        }
     }
 
     static long sequence(MemorySegment segment, long at) {

@@ -5,6 +5,7 @@ import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
+import java.lang.foreign.MemorySegment;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.file.Path;
@@ -32,7 +33,7 @@ class IngestRingTest {
     static IngestSettings settings(String device, Path dir) {
         return IngestSettings.defaults().withDevice(device).withDirectory(dir)
             .withBindAddress(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0))
-            .withRing(16 << 10, 1024).withRetentionBytes(64 << 10).withTimes(10, 2000, 20_000);
+            .withRing(16 << 10, 1024).withRetentionBytes(64 << 10).withTimes(10, 2000, 20_000).withBatchBytes(2048);
     }
 
     @ParameterizedTest
@@ -48,8 +49,13 @@ class IngestRingTest {
                 producers.add(CompletableFuture.supplyAsync(() -> {
                     try (IngestProducer p = IngestProducer.connect(loop.consumer.address(), producerId, s)) {
                         for (long seq = 1; seq <= perProducer; seq++) {
-                            assertEquals(seq, p.append(ConsumerLoop.payload(producerId, seq, 1024)));
+                            byte[] payload = ConsumerLoop.payload(producerId, seq, 1024);
+                            // producer 0 appends (one commit per record), producer 1 offers (batches of <= 2 KiB,
+                            // one reservation and one commit each, wrapping ring and retention buffer)
+                            assertEquals(seq, producerId == 0 ? p.append(payload)
+                                : p.offer(MemorySegment.ofArray(payload), 0, payload.length));
                         }
+                        p.send();
                         p.flush(Duration.ofSeconds(20));
                         assertEquals(0, p.retainedRecords());
                         return p.acknowledgedSequence();
