@@ -3,7 +3,6 @@ package io.jccl.benchmarks;
 import io.jccl.services.ingest.IngestConsumer;
 import io.jccl.services.ingest.IngestProducer;
 import io.jccl.services.ingest.IngestSettings;
-import io.jccl.services.ingest.IngestStats;
 import io.jccl.services.ingest.RecordHandler;
 
 import java.io.IOException;
@@ -27,11 +26,15 @@ import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * The feature ingestion ring (jccl-services) against a plain TCP socket producer → consumer, in one run: records/s
- * and append latency (p50, p99) for each record size and producer count, and the ring's ingest-to-visible lag.
+ * and per-record latency (p50, p99) for each record size and producer count, with the ring's two ways to send:
+ * {@code append} (one reservation and one commit per record; returns once the record is in the consumer's memory)
+ * and {@code offer} (records batched, up to JCCL_INGEST_BATCH_BYTES per reservation and commit; returns once the
+ * record is in the producer's retention buffer, or after the batch it completed was committed), and the ring's
+ * ingest-to-visible lag (producer's stamp to the consumer's handler, append mode, measured records only).
  * Producers and consumer are threads of this JVM; the ring's consumer snapshots to a temporary directory (fsync
  * every 50 ms) as it would in production. The socket baseline streams length-prefixed records over one connection
- * per producer to a consumer thread per connection; its "append" returns when the kernel took the bytes, the
- * ring's once the record is in the consumer's memory (its commit completed).
+ * per producer to a reader thread per connection; its "append" returns when the kernel took the bytes. A warm-up
+ * round of every kind runs first and is not reported.
  *
  * <pre>
  * java -cp ... io.jccl.benchmarks.IngestBench [--device shm0|tcp0] [--sizes 64,1024] [--producers 1,4]
@@ -40,7 +43,6 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 public final class IngestBench {
     private static final int MAX_SAMPLES = 1 << 20;
-    private static final boolean VERBOSE = Boolean.getBoolean("jccl.bench.verbose");
 
     private IngestBench() {
     }
@@ -59,34 +61,50 @@ public final class IngestBench {
         double seconds = Double.parseDouble(option(args, "--seconds", "1"));
         int rounds = Integer.parseInt(option(args, "--rounds", "3"));
         long durationNs = (long) (seconds * 1e9);
-        System.out.printf("feature ingestion ring on %s vs plain TCP socket (median of %d rounds of %.1f s; ring and"
-            + " socket rounds interleaved)%n", device, rounds, seconds);
-        System.out.printf("%-6s %-4s %14s %10s %10s %11s | %14s %10s %10s | %8s%n", "bytes", "prod", "ring rec/s",
-            "p50 us", "p99 us", "lag p99 us", "socket rec/s", "p50 us", "p99 us", "ring/sock");
+        ring(device, sizes[0], producerCounts[0], durationNs / 2, false); // warm-up: JIT, not reported
+        ring(device, sizes[0], producerCounts[0], durationNs / 2, true);
+        socket(sizes[0], producerCounts[0], durationNs / 2);
+        System.out.printf("feature ingestion ring on %s vs plain TCP socket (median of %d rounds of %.1f s; append,"
+            + " offer and socket rounds interleaved)%n", device, rounds, seconds);
+        System.out.printf("%-5s %-4s | %10s %8s %8s %10s | %10s %8s %8s | %10s %8s %8s | %7s %7s%n", "bytes", "prod",
+            "append/s", "p50 us", "p99 us", "lag p99us", "offer/s", "p50 us", "p99 us", "socket/s", "p50 us", "p99 us",
+            "app/sok", "off/sok");
         for (int size : sizes) {
             for (int producers : producerCounts) {
-                List<Row> ring = new ArrayList<>();
+                List<Row> append = new ArrayList<>();
+                List<Row> offer = new ArrayList<>();
                 List<Row> socket = new ArrayList<>();
                 for (int round = 0; round < rounds; round++) {
-                    ring.add(ring(device, size, producers, durationNs));
+                    append.add(ring(device, size, producers, durationNs, false));
+                    offer.add(ring(device, size, producers, durationNs, true));
                     socket.add(socket(size, producers, durationNs));
                 }
-                Row r = median(ring);
+                Row a = median(append);
+                Row o = median(offer);
                 Row s = median(socket);
-                System.out.printf("%-6d %-4d %14.0f %10.1f %10.1f %11.1f | %14.0f %10.1f %10.1f | %8.2f%n", size,
-                    producers, r.recordsPerSecond(), r.p50Us(), r.p99Us(), r.lagP99Us(), s.recordsPerSecond(),
-                    s.p50Us(), s.p99Us(), r.recordsPerSecond() / s.recordsPerSecond());
+                System.out.printf("%-5d %-4d | %10.0f %8.1f %8.1f %10.1f | %10.0f %8.1f %8.1f | %10.0f %8.1f %8.1f |"
+                    + " %7.2f %7.2f%n", size, producers, a.recordsPerSecond(), a.p50Us(), a.p99Us(), a.lagP99Us(),
+                    o.recordsPerSecond(), o.p50Us(), o.p99Us(), s.recordsPerSecond(), s.p50Us(), s.p99Us(),
+                    a.recordsPerSecond() / s.recordsPerSecond(), o.recordsPerSecond() / s.recordsPerSecond());
             }
         }
     }
 
-    private static Row ring(String device, int size, int producers, long durationNs) throws Exception {
+    private static Row ring(String device, int size, int producers, long durationNs, boolean batched)
+        throws Exception {
         Path dir = Files.createTempDirectory("jccl-ingest-bench");
         IngestSettings settings = IngestSettings.defaults().withDevice(device).withDirectory(dir)
             .withBindAddress(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)).withTimes(50, 4000, 30_000);
         AtomicBoolean stop = new AtomicBoolean();
+        AtomicLong measureFromNs = new AtomicLong(Long.MAX_VALUE);
+        long[] lags = new long[MAX_SAMPLES];
+        int[] lagCount = new int[1];
         try (IngestConsumer consumer = IngestConsumer.open(settings)) {
-            RecordHandler handler = (producer, sequence, timestampNs, buffer, offset, length) -> { };
+            RecordHandler handler = (producer, sequence, timestampNs, buffer, offset, length) -> {
+                if (timestampNs >= measureFromNs.get() && lagCount[0] < MAX_SAMPLES) {
+                    lags[lagCount[0]++] = IngestConsumer.epochNanos() - timestampNs;
+                }
+            };
             Thread poller = Thread.ofPlatform().name("ingest-bench-consumer").start(() -> {
                 while (!stop.get()) {
                     if (consumer.poll(handler, 1024) == 0) {
@@ -96,7 +114,7 @@ public final class IngestBench {
             });
             long[][] samples = new long[producers][];
             long[] counts = new long[producers];
-            CyclicBarrier start = new CyclicBarrier(producers);
+            CyclicBarrier start = new CyclicBarrier(producers, () -> measureFromNs.set(IngestConsumer.epochNanos()));
             Thread[] threads = new Thread[producers];
             AtomicLong elapsedNs = new AtomicLong();
             for (int p = 0; p < producers; p++) {
@@ -116,7 +134,11 @@ public final class IngestBench {
                         long endNs = beginNs + durationNs;
                         long nowNs = beginNs;
                         while (nowNs < endNs) {
-                            producer.append(payload, 0, size);
+                            if (batched) {
+                                producer.offer(payload, 0, size);
+                            } else {
+                                producer.append(payload, 0, size);
+                            }
                             long afterNs = System.nanoTime();
                             if (n < MAX_SAMPLES) {
                                 latencies[(int) n] = afterNs - nowNs;
@@ -124,14 +146,10 @@ public final class IngestBench {
                             n++;
                             nowNs = afterNs;
                         }
-                        elapsedNs.accumulateAndGet(nowNs - beginNs, Math::max);
+                        producer.send();
+                        elapsedNs.accumulateAndGet(System.nanoTime() - beginNs, Math::max);
                         counts[id] = n;
                         samples[id] = Arrays.copyOf(latencies, (int) Math.min(n, MAX_SAMPLES));
-                        if (VERBOSE) {
-                            System.err.println("producer " + id + ": " + n + " records, reconnects "
-                                + producer.reconnects() + ", resent " + producer.resent() + ", abandoned "
-                                + producer.abandonedReservations() + ", retained " + producer.retainedRecords());
-                        }
                     } catch (Exception e) {
                         throw new IllegalStateException(e);
                     }
@@ -140,13 +158,17 @@ public final class IngestBench {
             for (Thread t : threads) {
                 t.join();
             }
-            IngestStats stats = consumer.stats();
-            if (VERBOSE) {
-                System.err.println("consumer: " + stats);
-            }
             stop.set(true);
             poller.join();
-            return row(samples, counts, elapsedNs.get(), stats.lagP99Ns() / 1e3);
+            if (Boolean.getBoolean("jccl.bench.verbose")) {
+                System.err.println((batched ? "offer " : "append ") + size + " B x " + producers + ": "
+                    + consumer.stats());
+            }
+            long[] measured = Arrays.copyOf(lags, lagCount[0]);
+            Arrays.sort(measured);
+            double lagP99Us = measured.length == 0 ? Double.NaN
+                : measured[Math.min(measured.length - 1, (int) (measured.length * 0.99))] / 1e3;
+            return row(samples, counts, elapsedNs.get(), lagP99Us);
         } finally {
             deleteTree(dir);
         }

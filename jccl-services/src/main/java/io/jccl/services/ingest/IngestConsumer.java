@@ -57,7 +57,12 @@ public final class IngestConsumer implements AutoCloseable {
     private static final Log LOG = Log.get();
     private static final int RECEIVE_DEPTH = 1024;
     private static final int POLL_BATCH = 64;
-    private static final long ACCEPT_SLICE_MS = 2000;
+    /**
+     * One accept call's deadline. Long: ConnectionManager drops a handshake still in progress when the call's deadline
+     * passes, after the client may have taken the reply as success (its first request then fails RETRY_EXC_ERR and it
+     * reconnects), so slice boundaries should be rare; close() ends the call at once anyway.
+     */
+    private static final long ACCEPT_SLICE_MS = 60_000;
     /** A segment file takes records until it passes this size, then the next one starts. */
     static final long SEGMENT_ROLL_BYTES = 64L << 20;
 
@@ -207,6 +212,14 @@ public final class IngestConsumer implements AutoCloseable {
      */
     public static IngestConsumer open(IngestSettings settings) {
         return new IngestConsumer(settings);
+    }
+
+    /**
+     * The clock records are stamped with (nanoseconds since the epoch: the monotonic clock plus an offset taken once
+     * per process), for measuring lag as {@link IngestStats} does.
+     */
+    public static long epochNanos() {
+        return Wire.epochNanos();
     }
 
     /** The address producers connect to. */

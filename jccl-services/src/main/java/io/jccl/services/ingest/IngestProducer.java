@@ -90,6 +90,7 @@ public final class IngestProducer implements AutoCloseable {
     private long heldPosition = -1;
     private long heldReservedAtNs;
     private int heldRecords;
+    private long heldEpoch;
     private boolean closed;
 
     /** A failed link: the queue pair is closed and the caller reconnects. Control flow only, no stack. */
@@ -387,17 +388,20 @@ public final class IngestProducer implements AutoCloseable {
             RecordFormat.setContinues(retained, retainedView, entryOffset[index], k < records - 1, crc);
             size += entrySize[index];
         }
-        long leaseNs = reply.holeTimeoutNs() / 2;
-        int ringBytes = reply.ringBytes();
         while (true) {
             long reservedAtNs;
             long position;
             if (heldSequence == sequence && heldPosition >= 0) {
-                // An append that timed out waiting for space kept its reservation: use it while its lease lasts,
-                // rather than leave a hole the consumer would wait a hole timeout for.
+                // A call that timed out waiting for space, or whose link failed, kept its reservation in this
+                // consumer incarnation's ring: use it while its lease lasts, rather than leave a hole the consumer
+                // would wait a hole timeout for; unless the consumer has passed it (its commit did arrive).
                 reservedAtNs = heldReservedAtNs;
                 position = heldPosition;
+                readStatus(statusDeadline(deadlineNs));
                 heldPosition = -1;
+                if (cachedHead > position) {
+                    continue;
+                }
             } else {
                 reservedAtNs = System.nanoTime();
                 fetchAdd.opcode(SendOpcode.ATOMIC_FETCH_AND_ADD).flags(SendFlag.SIGNALED)
@@ -407,58 +411,78 @@ public final class IngestProducer implements AutoCloseable {
                 await(deadlineNs, "a ring reservation");
                 position = scratch.get(ValueLayout.JAVA_LONG, SCRATCH_FETCH);
             }
-            long idleNs = 1000;
-            boolean expired = false;
-            while (position + size - cachedHead > ringBytes) {
-                if (System.nanoTime() - reservedAtNs > leaseNs) {
-                    expired = true;
-                    break;
+            try {
+                if (writeReserved(first, records, sequence, size, position, reservedAtNs, deadlineNs)) {
+                    return;
                 }
-                readStatus(statusDeadline(deadlineNs));
-                if (position + size - cachedHead <= ringBytes) {
-                    break;
-                }
-                if (System.nanoTime() - deadlineNs > 0) {
-                    heldSequence = sequence;
-                    heldPosition = position;
-                    heldRecords = records;
-                    heldReservedAtNs = reservedAtNs;
-                    throw new IngestException("ingest producer " + producerId + ": the ring of the consumer at "
-                        + consumerAddress + " stayed full for " + Duration.ofNanos(settings.appendTimeoutNs())
-                        + " (its head at " + cachedHead + ", our reservation at " + position + "): is it polling? The"
-                        + " record is kept and sent by the next append or flush");
-                }
-                LockSupport.parkNanos(idleNs);
-                idleNs = Math.min(idleNs * 2, TimeUnit.MILLISECONDS.toNanos(1));
+            } catch (LinkFailure e) {
+                hold(sequence, position, records, reservedAtNs); // the consumer may still be there: reconnect
+                throw e;
             }
-            if (expired || System.nanoTime() - reservedAtNs > leaseNs) {
-                abandoned++; // the consumer will skip it as a hole; writing now could race with that skip
-                continue;
-            }
-            long offset = position & (ringBytes - 1);
-            long remote = reply.ringAddress() + reply.dataOffset();
-            int firstPiece = (int) Math.min(size, ringBytes - offset);
-            if (firstPiece < size) {
-                write.opcode(SendOpcode.RDMA_WRITE).flags(0).remote(remote + offset, reply.rkey())
-                    .local(retention, entryOffset[first], firstPiece);
-                queuePair.postSend(write);
-                write.opcode(SendOpcode.RDMA_WRITE_WITH_IMM).flags(SendFlag.SIGNALED).remote(remote, reply.rkey())
-                    .immediateData((int) position).local(retention, entryOffset[first] + firstPiece,
-                        size - firstPiece);
-            } else {
-                write.opcode(SendOpcode.RDMA_WRITE_WITH_IMM).flags(SendFlag.SIGNALED)
-                    .remote(remote + offset, reply.rkey()).immediateData((int) position)
-                    .local(retention, entryOffset[first], size);
-            }
-            queuePair.postSend(write);
-            await(deadlineNs, "a record's commit");
-            long at = position;
-            for (int k = 0, index = first; k < records; k++, index = (index + 1) % entryOffset.length) {
-                entryPosition[index] = at;
-                at += entrySize[index];
-            }
-            return;
         }
+    }
+
+    private void hold(long sequence, long position, int records, long reservedAtNs) {
+        heldSequence = sequence;
+        heldPosition = position;
+        heldRecords = records;
+        heldReservedAtNs = reservedAtNs;
+        heldEpoch = epoch;
+    }
+
+    /** Waits for space and writes a reserved batch; false when the lease ran out (reserve again). */
+    private boolean writeReserved(int first, int records, long sequence, int size, long position, long reservedAtNs,
+                                  long deadlineNs) throws LinkFailure {
+        long leaseNs = reply.holeTimeoutNs() / 2;
+        int ringBytes = reply.ringBytes();
+        long idleNs = 1000;
+        boolean expired = false;
+        while (position + size - cachedHead > ringBytes) {
+            if (System.nanoTime() - reservedAtNs > leaseNs) {
+                expired = true;
+                break;
+            }
+            readStatus(statusDeadline(deadlineNs));
+            if (position + size - cachedHead <= ringBytes) {
+                break;
+            }
+            if (System.nanoTime() - deadlineNs > 0) {
+                hold(sequence, position, records, reservedAtNs);
+                throw new IngestException("ingest producer " + producerId + ": the ring of the consumer at "
+                    + consumerAddress + " stayed full for " + Duration.ofNanos(settings.appendTimeoutNs())
+                    + " (its head at " + cachedHead + ", our reservation at " + position + "): is it polling? The"
+                    + " record is kept and sent by the next append or flush");
+            }
+            LockSupport.parkNanos(idleNs);
+            idleNs = Math.min(idleNs * 2, TimeUnit.MILLISECONDS.toNanos(1));
+        }
+        if (expired || System.nanoTime() - reservedAtNs > leaseNs) {
+            abandoned++; // the consumer will skip it as a hole; writing now could race with that skip
+            return false;
+        }
+        long offset = position & (ringBytes - 1);
+        long remote = reply.ringAddress() + reply.dataOffset();
+        int firstPiece = (int) Math.min(size, ringBytes - offset);
+        if (firstPiece < size) {
+            write.opcode(SendOpcode.RDMA_WRITE).flags(0).remote(remote + offset, reply.rkey())
+                .local(retention, entryOffset[first], firstPiece);
+            queuePair.postSend(write);
+            write.opcode(SendOpcode.RDMA_WRITE_WITH_IMM).flags(SendFlag.SIGNALED).remote(remote, reply.rkey())
+                .immediateData((int) position).local(retention, entryOffset[first] + firstPiece,
+                    size - firstPiece);
+        } else {
+            write.opcode(SendOpcode.RDMA_WRITE_WITH_IMM).flags(SendFlag.SIGNALED)
+                .remote(remote + offset, reply.rkey()).immediateData((int) position)
+                .local(retention, entryOffset[first], size);
+        }
+        queuePair.postSend(write);
+        await(deadlineNs, "a record's commit");
+        long at = position;
+        for (int k = 0, index = first; k < records; k++, index = (index + 1) % entryOffset.length) {
+            entryPosition[index] = at;
+            at += entrySize[index];
+        }
+        return true;
     }
 
     /** Reads the consumer's head and this producer's slot, releases what is acknowledged, spots lost records. */
@@ -609,7 +633,9 @@ public final class IngestProducer implements AutoCloseable {
             epoch = r.epoch();
             reply = r;
             cachedHead = 0;
-            heldPosition = -1; // a reservation belongs to the link's ring incarnation
+            if (heldEpoch != r.epoch()) {
+                heldPosition = -1; // a reservation belongs to the ring of one consumer incarnation
+            }
             try {
                 readStatus(deadlineNs);
             } catch (LinkFailure e) {
