@@ -57,6 +57,8 @@ class IngestRingTest {
                         }
                         p.send();
                         p.flush(Duration.ofSeconds(20));
+                        System.out.println("producer " + producerId + ": reconnects " + p.reconnects() + ", resent "
+                            + p.resent() + ", abandoned " + p.abandonedReservations());
                         assertEquals(0, p.retainedRecords());
                         return p.acknowledgedSequence();
                     }
@@ -68,6 +70,7 @@ class IngestRingTest {
             assertNull(loop.error.get());
             assertSeenOnceInOrder(loop.seen, 2, perProducer);
             IngestStats stats = loop.consumer.stats();
+            System.out.println(device + ": " + stats); // holes or resends, if any, show in the report
             assertEquals(2L * perProducer, stats.records());
             assertEquals(2L * perProducer, stats.durableRecords());
             // Holes and resends may happen on a loaded machine (a producer descheduled past its lease): the
