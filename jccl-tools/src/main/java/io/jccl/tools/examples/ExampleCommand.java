@@ -13,8 +13,8 @@ import java.util.concurrent.Callable;
 @Command(name = "example", mixinStandardHelpOptions = true,
     description = {"Run an example from jccl-examples: ParameterServerExample, SequencedWriteWithImmediateExample, "
         + "OperationLatencyExample, TransferEngineExample, ParameterServerTrainingExample, CheckpointStagingExample, "
-        + "EmbeddingCacheExample, KvCacheTransferExample, InferenceBatchingExample (arguments go to the example, for "
-        + "example --device tcp0)."})
+        + "EmbeddingCacheExample, KvCacheTransferExample, InferenceBatchingExample, FeatureIngestionExample "
+        + "(arguments go to the example, for example --device tcp0)."})
 public final class ExampleCommand implements Callable<Integer> {
     /** Package of the examples. */
     static final String PACKAGE = "io.jccl.examples.";
