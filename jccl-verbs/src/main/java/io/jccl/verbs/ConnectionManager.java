@@ -28,8 +28,10 @@ import java.util.concurrent.locks.ReentrantLock;
  * Connection setup over a TCP side channel, like librdmacm: a server {@link #listen listens}, a client
  * {@link #connect connects}, and the manager creates the queue pairs and drives both through INIT→RTR→RTS.
  *
- * <p>The handshake is REQ (client endpoint, parameters, private data) → REP (server endpoint) → RTU, so the
- * server's QP is ready to receive before the client may send. When a shared secret is configured, both sides
+ * <p>The handshake is REQ (client endpoint, parameters, private data) → REP (server endpoint) → RTU →
+ * ESTABLISHED, so the server's QP is ready to receive before the client may send, and the client returns a
+ * connection only once the listener has taken it (an accept call whose deadline passed before the RTU arrived closes
+ * the server's QP; the client then fails instead of holding a QP connected to nothing). When a shared secret is configured, both sides
  * first prove they know it (HMAC-SHA256 over fresh nonces from both sides) before any endpoint is revealed; the
  * client proves it first, and the server answers with its own proof only after checking the client's. A mismatch is
  * refused with {@link VerbsException.Reason#REJECTED} on both sides.
@@ -43,6 +45,12 @@ public final class ConnectionManager {
     static final int REPLY = 2;
     static final int READY_TO_USE = 3;
     static final int REJECT = 4;
+    /**
+     * The listener's last word: it took the connection (its accept call returns it). Without it a client whose RTU
+     * reached the listener just after that accept call's deadline returned a queue pair connected to one the
+     * listener had already closed, and its first request failed with RETRY_EXC_ERR.
+     */
+    static final int ESTABLISHED = 5;
     static final int NONCE_LENGTH = 16;
     static final int HELLO_LENGTH = 4 + 1 + NONCE_LENGTH;
     static final int MAC_LENGTH = 32;
@@ -127,6 +135,17 @@ public final class ConnectionManager {
                 .rnrRetry(parameters.rnrRetryCount()).timeout(parameters.ackTimeout()));
             out.writeInt(READY_TO_USE);
             out.flush();
+            int confirmation;
+            try {
+                confirmation = in.readInt();
+            } catch (java.io.EOFException e) {
+                throw new VerbsException(VerbsException.Reason.CONNECTION, "connecting to " + server + " failed: the "
+                    + "listener closed the handshake after our RTU (its accept call ended first); try again", e);
+            }
+            if (confirmation != ESTABLISHED) {
+                throw new VerbsException(VerbsException.Reason.CONNECTION,
+                    "unexpected handshake message " + confirmation + " (expected " + ESTABLISHED + ")");
+            }
             return new Connection(queuePair, remote, peerPrivate);
         } catch (IOException | RuntimeException e) {
             if (queuePair != null) {
@@ -240,7 +259,12 @@ public final class ConnectionManager {
                     if (inProgress == null) {
                         inProgress = startNext(init, parameters);
                     } else if (inProgress.stage() == PendingConnection.Stage.DONE) {
-                        return complete(inProgress);
+                        Connection connection = complete(inProgress);
+                        inProgress = null;
+                        if (connection != null) {
+                            return connection;
+                        }
+                        continue; // the client left between its RTU and our confirmation: next one
                     }
                     if (nowNs - deadlineNs >= 0) {
                         break;
@@ -339,7 +363,14 @@ public final class ConnectionManager {
             return true;
         }
 
+        /** Confirms the connection to its client and hands it over; null (all released) when that fails. */
         private Connection complete(PendingConnection done) {
+            try {
+                done.confirm();
+            } catch (IOException | RuntimeException e) {
+                drop(done, "the confirmation could not be sent: " + describe(e)); // closes its queue pair
+                return null;
+            }
             pending.remove(done);
             QueuePair queuePair = done.takeQueuePair();
             done.close();

@@ -259,6 +259,18 @@ final class PendingConnection {
         send(ByteBuffer.wrap(bytes.toByteArray()));
     }
 
+    /**
+     * Sends {@link ConnectionManager#ESTABLISHED} after the RTU: four bytes on a socket that owes nothing else, so
+     * the write completes at once or the client is gone (then an IOException, and the caller drops it).
+     */
+    void confirm() throws IOException {
+        ByteBuffer word = ByteBuffer.allocate(4).putInt(0, ConnectionManager.ESTABLISHED);
+        channel.write(word);
+        if (word.hasRemaining()) {
+            throw new IOException("the client's socket took no confirmation (its receive window is full)");
+        }
+    }
+
     /** Tells an authenticated client why it was refused (best effort: the connection is closed next). */
     void reject(String reason) {
         try {
