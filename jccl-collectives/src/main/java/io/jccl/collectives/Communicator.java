@@ -19,6 +19,8 @@ import io.jccl.collectives.message.MessagePath;
 import io.jccl.collectives.message.Peer;
 import io.jccl.collectives.store.PrefixStore;
 import io.jccl.collectives.store.Store;
+import io.jccl.collectives.store.StoreException;
+import io.jccl.collectives.store.TcpStore;
 import io.jccl.collectives.tuning.Algorithm;
 import io.jccl.collectives.tuning.AlgorithmFilter;
 import io.jccl.collectives.tuning.CostModel;
@@ -72,6 +74,8 @@ public final class Communicator implements AutoCloseable {
     static final int TIMED_EVERY = 16;
     /** How long {@link #close()} waits for operations still in flight before it aborts them (at most the timeout). */
     static final long CLOSE_GRACE_NS = TimeUnit.SECONDS.toNanos(10);
+    /** The shortest bound on a shrink's new join (which also bounds how long a member that died after it costs). */
+    static final long MIN_SHRINK_JOIN_NS = TimeUnit.SECONDS.toNanos(10);
 
     static {
         loadSegmentKinds();
@@ -83,6 +87,13 @@ public final class Communicator implements AutoCloseable {
     private final Store store;
     /** The store this communicator closes (fromEnvironment), handed on to the communicator a shrink returns. */
     private Store ownedStore;
+    /**
+     * The stores shrink and agree may decide through when the job's store host dies (fromEnvironment with JCCL's TCP
+     * store: {@link StoreSuccession}); null: the communicator's store only. Handed on like {@link #ownedStore}.
+     */
+    private StoreSuccession succession;
+    /** How long the join at creation may take (shorter for a shrink's new communicator: a member may be dead). */
+    private long joinTimeoutNs;
     private final Log log = Log.get();
     private final FlightRecorder recorder;
     private final AlgorithmFilter filter;
@@ -196,7 +207,9 @@ public final class Communicator implements AutoCloseable {
         LaunchEnvironment env = LaunchEnvironment.detect(System.getenv());
         Store s = env.openStore(options.timeoutNs(), options.authSecret());
         try {
-            return create(s, s, env.rank(), env.worldSize(), options);
+            // JCCL's TCP store lives in rank 0: standby stores let shrink and agree survive its loss
+            return create(s, s, env.rank(), env.worldSize(), options, options.timeoutNs(),
+                s instanceof TcpStore t && StoreSuccession.standbyStores() > 0 ? t : null);
         } catch (RuntimeException e) {
             s.close();
             throw e;
@@ -204,19 +217,31 @@ public final class Communicator implements AutoCloseable {
     }
 
     private static Communicator create(Store base, Store owned, int rank, int size, CommunicatorOptions options) {
+        return create(base, owned, rank, size, options, options.timeoutNs(), null);
+    }
+
+    /**
+     * Creates and joins; {@code joinTimeoutNs} bounds the join, and with {@code standbyPrimary} (the job's TCP store)
+     * the ranks set up the standby stores of a {@link StoreSuccession}.
+     */
+    private static Communicator create(Store base, Store owned, int rank, int size, CommunicatorOptions options,
+                                       long joinTimeoutNs, TcpStore standbyPrimary) {
         if (size < 1 || rank < 0 || rank >= size) {
             throw new IllegalArgumentException("rank " + rank + " outside 0.." + (size - 1) + " (size " + size + ")");
         }
         requireNativeAccess();
         // With a job secret every value this communicator reads or writes is sealed (SealedStore), keyed by its
         // full name; split communicators reuse the sealed view.
-        Store sealed = options.authSecret() == null || base instanceof SealedStore ? base
-            : new SealedStore(base, options.authSecret(), options.jobId());
-        Store store = new PrefixStore("jccl/" + options.name(), sealed);
+        Store store = namespaced(base, options);
         Warmup.startKernels(options.warmupNs(), size);
         Communicator c = new Communicator(store, owned, rank, size, options);
+        c.joinTimeoutNs = joinTimeoutNs;
         try {
             c.init();
+            if (standbyPrimary != null && size > 1) {
+                c.succession = StoreSuccession.start(standbyPrimary, store, rank, size,
+                    StoreSuccession.standbyStores(), options.authSecret(), System.nanoTime() + joinTimeoutNs);
+            }
             // The first collectives of a fresh JVM run cold (milliseconds): warm them while the job starts anyway
             c.warmingUp = true;
             c.warmupRounds = Warmup.run(c, options.warmupNs());
@@ -226,6 +251,13 @@ public final class Communicator implements AutoCloseable {
             throw e;
         }
         return c;
+    }
+
+    /** The communicator's view of {@code base}: sealed with the job's secret (if any), under {@code jccl/NAME}. */
+    private static Store namespaced(Store base, CommunicatorOptions options) {
+        Store sealed = options.authSecret() == null || base instanceof SealedStore ? base
+            : new SealedStore(base, options.authSecret(), options.jobId());
+        return new PrefixStore("jccl/" + options.name(), sealed);
     }
 
     /**
@@ -247,7 +279,7 @@ public final class Communicator implements AutoCloseable {
      */
     private void init() {
         log.announce(rank); // the version line and the JCCL_* settings, once per process
-        long deadline = System.nanoTime() + options.timeoutNs();
+        long deadline = System.nanoTime() + joinTimeoutNs;
         joined = Bootstrap.join(store, rank, size, options, deadline, allocations, waits);
         devicesTried.addAll(joined.devicesTried());
         messagePath = joined.messagePath();
@@ -833,31 +865,78 @@ public final class Communicator implements AutoCloseable {
             int epoch = ++shrinkSeq;
             failures.addKnownFailed(suspected);
             suspected.clear(rank); // peers may name this rank (it was stopped); it is here now, and it joins
-            MessagePath m = messagePath;
-            int[] members = Shrink.members(store, epoch, rank, size, suspected,
-                j -> m != null && m.processGone(j), options.peerTimeoutNs(), deadline);
-            int newRank = java.util.Arrays.binarySearch(members, rank);
-            if (newRank < 0) {
-                throw new CollectiveException.Refused("rank " + rank + " of '" + options.name() + "' was left out "
-                    + "of shrink " + epoch + ": the survivors agreed on ranks " + java.util.Arrays.toString(members)
-                    + " before it joined");
+            // The new join waits for every member's records: a member that died after the decision must not hold
+            // the others for JCCL_TIMEOUT; they then agree again (a new attempt under the same epoch).
+            long joinTimeoutNs = Math.min(options.timeoutNs(), Math.max(2 * options.peerTimeoutNs(), MIN_SHRINK_JOIN_NS));
+            for (int attempt = 1; ; attempt++) {
+                String tag = epoch + (attempt > 1 ? "." + attempt : "");
+                Located at = decide("shrink " + tag, "shrink" + tag + "/", -1, suspected, deadline);
+                int[] members = at.decision().members();
+                int newRank = java.util.Arrays.binarySearch(members, rank);
+                if (newRank < 0) {
+                    throw new CollectiveException.Refused("rank " + rank + " of '" + options.name() + "' was left "
+                        + "out of shrink " + tag + ": the survivors agreed on ranks " + java.util.Arrays.toString(
+                        members) + " before it joined");
+                }
+                log.info(rank, Log.Subsys.INIT, () -> "shrink " + tag + " of '" + options.name() + "': members "
+                    + java.util.Arrays.toString(members) + " (left out: " + leftOut(members) + "), this rank becomes "
+                    + newRank + " of " + members.length);
+                CommunicatorOptions o = options.withName(options.name() + ".shrink" + tag);
+                Communicator c;
+                try {
+                    c = create(at.base(), null, newRank, members.length, o, joinTimeoutNs, null);
+                } catch (CollectiveException.PeerFailure | CollectiveException.Timeout | StoreException e) {
+                    if (System.nanoTime() - deadline > 0) {
+                        throw e;
+                    }
+                    if (e instanceof CollectiveException.PeerFailure pf && pf.rank() >= 0
+                        && pf.rank() < members.length) {
+                        suspected.set(members[pf.rank()]);
+                    }
+                    int next = attempt + 1;
+                    log.warn(rank, Log.Subsys.INIT, "shrink " + tag + ": the new communicator's join failed ("
+                        + e.getMessage() + "); a member may have died after the decision: agreeing again (shrink "
+                        + epoch + "." + next + ")");
+                    continue;
+                }
+                if (ownedStore != null) {
+                    // the survivors go on with the new communicator: it closes the store when it closes
+                    c.ownedStore = ownedStore;
+                    ownedStore = null;
+                }
+                if (succession != null) {
+                    c.succession = succession.handOn(at.index(), members);
+                    succession = null;
+                }
+                log.info(rank, Log.Subsys.INIT, () -> "shrink " + tag + " ready after "
+                    + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs) + " ms");
+                return c;
             }
-            log.info(rank, Log.Subsys.INIT, () -> "shrink " + epoch + " of '" + options.name() + "': members "
-                + java.util.Arrays.toString(members) + " (left out: " + leftOut(members) + "), this rank becomes "
-                + newRank + " of " + members.length);
-            CommunicatorOptions o = options.withName(options.name() + ".shrink" + epoch);
-            Communicator c = create(((PrefixStore) store).inner(), null, newRank, members.length, o);
-            if (ownedStore != null) {
-                // the survivors go on with the new communicator: it closes the store when it closes
-                c.ownedStore = ownedStore;
-                ownedStore = null;
-            }
-            log.info(rank, Log.Subsys.INIT, () -> "shrink " + epoch + " ready after "
-                + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs) + " ms");
-            return c;
         } finally {
             order.release();
         }
+    }
+
+    /** Where shrink and agree decided: the decision, its store's place in the succession, that store (unwrapped). */
+    private record Located(Shrink.Decision decision, int index, Store base) {
+    }
+
+    /**
+     * Runs the agreement under {@code prefix} ({@link Shrink}): through the communicator's store, or, with a
+     * {@link StoreSuccession}, through the first store of the succession that answers.
+     */
+    private Located decide(String what, String prefix, int value, java.util.BitSet suspected, long deadline) {
+        MessagePath m = messagePath;
+        java.util.function.IntPredicate gone = j -> m != null && m.processGone(j);
+        long waitNs = options.peerTimeoutNs();
+        if (succession == null) {
+            Shrink.Decision d = Shrink.decide(store, prefix, rank, size, value, suspected, gone, waitNs, deadline);
+            return new Located(d, 0, ((PrefixStore) store).inner());
+        }
+        StoreSuccession.Located at = succession.decide(what, (ns, moved) -> Shrink.decideOrMove(ns, prefix, rank,
+            size, value, suspected, gone, waitNs, deadline, moved), b -> namespaced(b, options), prefix, waitNs,
+            deadline);
+        return new Located(at.decision(), at.index(), at.base());
     }
 
     /**
@@ -893,9 +972,8 @@ public final class Communicator implements AutoCloseable {
             java.util.BitSet suspected = new java.util.BitSet(size);
             failures.addKnownFailed(suspected);
             suspected.clear(rank);
-            MessagePath m = messagePath;
-            Shrink.Decision d = Shrink.decide(store, "agree" + epoch + "/", rank, size, value, suspected,
-                j -> m != null && m.processGone(j), options.peerTimeoutNs(), deadline);
+            Shrink.Decision d = decide("agreement " + epoch, "agree" + epoch + "/", value, suspected, deadline)
+                .decision();
             if (java.util.Arrays.binarySearch(d.members(), rank) < 0) {
                 throw new CollectiveException.Refused("rank " + rank + " of '" + options.name() + "' was left out "
                     + "of agreement " + epoch + ": the others decided with ranks " + java.util.Arrays.toString(
@@ -1036,6 +1114,9 @@ public final class Communicator implements AutoCloseable {
             messagePath.closeDevices();
         }
         bounce.close();
+        if (succession != null) {
+            succession.close();
+        }
         if (ownedStore != null) {
             ownedStore.close();
         }
