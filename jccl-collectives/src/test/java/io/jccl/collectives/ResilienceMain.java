@@ -42,7 +42,8 @@ final class ResilienceMain {
      * All-reduces until a rank dies (the test kills one), then shrinks: an all-reduce of old rank + 1 over the
      * survivors, printed with the time the shrink took. {@code how}: {@code linger}: the survivors wait for a byte on
      * stdin before they close (rank 0 serves the store); {@code twice}: the survivors all-reduce on the shrunk
-     * communicator until a second rank dies and shrink again (SHRUNK2); {@code die-in-shrink}: rank 1 halts at a
+     * communicator until a second rank dies and shrink again (SHRUNK2); {@code agree}: the survivors agree first
+     * (AGREED, each clearing its own bit of 0xFF); {@code die-in-shrink}: rank 1 halts at a
      * random moment (0-300 ms) after it entered shrink, while the protocol runs.
      */
     private static void shrink(Communicator c, String how) throws java.io.IOException {
@@ -75,6 +76,12 @@ final class ResilienceMain {
             } catch (CollectiveException e) {
                 System.out.println("FAILED rank " + c.rank() + " after " + iterations + ": "
                     + e.getClass().getSimpleName() + ": " + e.getMessage());
+            }
+            if (how.equals("agree")) {
+                // each rank clears its own bit: the AND names the ranks that took part
+                Communicator.Agreement a = c.agree(0xFF & ~(1 << c.rank()));
+                System.out.println("AGREED rank " + c.rank() + " value " + Integer.toBinaryString(a.value())
+                    + " failed " + java.util.Arrays.toString(a.failedRanks()));
             }
             if (how.equals("die-in-shrink")) {
                 dieInShrink(c);

@@ -59,13 +59,14 @@ class ResilienceProcessTest {
 
     /**
      * Rank 0 hosts the job's store (fromEnvironment) and is killed with kill -9: the survivors fail over to rank 1's
-     * standby store (StoreSuccession), shrink there and all-reduce the right sum, over shm0 and tcp0.
+     * standby store (StoreSuccession), agree (the same value and failed set on each), shrink there and all-reduce
+     * the right sum, over shm0 and tcp0.
      */
     @Test
     void killingTheStoresHostRank0TheSurvivorsShrinkThroughAStandbyStore() throws Exception {
         for (String transport : new String[] {"shm0", "tcp0"}) {
             try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", transport,
-                "JCCL_PEER_TIMEOUT", "5s"), true)) {
+                "JCCL_PEER_TIMEOUT", "5s"), true, "agree")) {
                 for (int r = 0; r < 4; r++) {
                     assertTrue(job.waitForLine(r, "RUNNING", 60_000), transport + " rank " + r + ":\n" + job.out(r));
                 }
@@ -75,6 +76,8 @@ class ResilienceProcessTest {
                     assertTrue(job.processes.get(r).waitFor(60, TimeUnit.SECONDS), transport + " rank " + r
                         + " hung:\n" + job.out(r));
                     assertEquals(0, job.processes.get(r).exitValue(), job.out(r));
+                    assertTrue(job.out(r).contains("AGREED rank " + r + " value 11110001 failed [0]"), transport + ":\n"
+                        + job.out(r));
                     assertTrue(job.out(r).contains("SHRUNK rank " + r + " newRank " + (r - 1) + " size 3 sum 9"),
                         transport + ":\n" + job.out(r));
                 }
