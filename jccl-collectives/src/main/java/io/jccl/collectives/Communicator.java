@@ -125,6 +125,8 @@ public final class Communicator implements AutoCloseable {
     private int shrinkSeq;
     /** Agreements begun on this communicator (their keys' epoch). */
     private int agreeSeq;
+    /** Grows begun on this communicator: the epoch that names each grown communicator. */
+    private int growSeq;
     private int windowSeq;
     private volatile boolean closed;
     /** Rounds of the warm-up at creation ({@link Warmup}; tests read it). */
@@ -204,6 +206,9 @@ public final class Communicator implements AutoCloseable {
 
     /** {@link #fromEnvironment()} with explicit options. */
     public static Communicator fromEnvironment(CommunicatorOptions options) {
+        if ("1".equals(io.jccl.common.Config.value("JCCL_JOIN"))) {
+            return joinFromEnvironment(options);
+        }
         LaunchEnvironment env = LaunchEnvironment.detect(System.getenv());
         Store s = env.openStore(options.timeoutNs(), options.authSecret());
         try {
@@ -827,6 +832,169 @@ public final class Communicator implements AutoCloseable {
         }
         CommunicatorOptions o = options.withName(options.name() + "." + prefix + ".c" + color);
         return create(((PrefixStore) store).inner(), null, newRank, members.size(), o);
+    }
+
+    // ============================================================================================ grow / join
+
+    /** The key namespace, in a job's store, where survivors offer places to joining processes. */
+    static final String JOIN_BOARD = "jccl/join";
+
+    /**
+     * A new communicator of this one's ranks plus {@code joiners} processes that join the running job
+     * ({@link #join(Store, CommunicatorOptions)}, or {@code JCCL_JOIN=1} with {@link #fromEnvironment()}); NCCL's
+     * {@code ncclCommGrow}, torchft's new replica at the next quorum. Every rank of this communicator calls it; the
+     * ranks keep their numbers and the joiners get {@code size()..size()+joiners-1} in the order they claimed a
+     * place. They learn of the offer through the store this communicator uses (rank 0 posts it under
+     * {@code jccl/join/offer}; {@link #joinAddress()} says where that store is). Blocks until every joiner has joined
+     * or the timeout passes. The new communicator ({@code NAME.growE}) has fresh queue pairs and takes over this
+     * one's store and standby stores (the joiners learn the standby list from it); this communicator stays usable:
+     * close it. Pulling the model state is the application's: a {@link Window} and {@link Window#get} (RDMA READ).
+     *
+     * @throws IllegalArgumentException when {@code joiners < 1}
+     */
+    public Communicator grow(int joiners) {
+        if (joiners < 1) {
+            throw new IllegalArgumentException("grow: " + joiners + " joiners; expected at least 1");
+        }
+        checkUsable();
+        long ticket = order.take();
+        order.awaitTurn(ticket);
+        try {
+            long startNs = System.nanoTime();
+            int epoch = ++growSeq;
+            String name = options.name() + ".grow" + epoch;
+            Store sealed = ((PrefixStore) store).inner();
+            if (rank == 0) {
+                new PrefixStore(JOIN_BOARD, sealed).setString("offer", name + " " + size + " " + joiners + " "
+                    + Long.toHexString(io.jccl.common.SecureIds.nonce()), options.timeoutNs());
+            }
+            log.info(rank, Log.Subsys.INIT, () -> "grow " + epoch + " of '" + options.name() + "': waiting for "
+                + joiners + " joining process(es)");
+            Communicator c = create(sealed, null, rank, size + joiners, options.withName(name));
+            if (ownedStore != null) {
+                c.ownedStore = ownedStore;
+                ownedStore = null;
+            }
+            if (succession != null) {
+                int[] same = new int[size];
+                java.util.Arrays.setAll(same, i -> i);
+                c.succession = succession.handOn(0, same);
+                succession = null;
+            }
+            if (rank == 0) {
+                // what the joiners need to survive a later loss of the store's host
+                c.store.setString("succession", c.succession == null ? "-" : c.succession.describe(),
+                    options.timeoutNs());
+            }
+            log.info(rank, Log.Subsys.INIT, () -> "grow " + epoch + " ready after "
+                + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs) + " ms: " + c.size() + " ranks");
+            return c;
+        } finally {
+            order.release();
+        }
+    }
+
+    /**
+     * Joins a running job through {@code store} (one the job's ranks use now: {@link #joinAddress()} of any of
+     * them; the caller keeps ownership): waits for the survivors' next {@link #grow} offer, claims a place, and
+     * returns the grown communicator, in which this process has a rank from the old size up. Offers that are
+     * already full are skipped (the next one is waited for), so several joiners may race for places.
+     *
+     * @throws CollectiveException.Timeout when no offer with a free place comes within the options' timeout
+     */
+    public static Communicator join(Store store, CommunicatorOptions options) {
+        return join(store, null, options);
+    }
+
+    /**
+     * {@code JCCL_JOIN=1}: joins the job whose store JCCL_STORE_ADDR (or MASTER_ADDR/MASTER_PORT) names, as a
+     * client (no server is started here); the communicator owns the store connection.
+     */
+    private static Communicator joinFromEnvironment(CommunicatorOptions options) {
+        java.util.Map<String, String> env = System.getenv();
+        String address = env.get("JCCL_STORE_ADDR");
+        if ((address == null || address.isBlank()) && env.get("MASTER_ADDR") != null) {
+            address = env.get("MASTER_ADDR") + ":" + env.getOrDefault("MASTER_PORT",
+                Integer.toString(LaunchEnvironment.DEFAULT_PORT));
+        }
+        if (address == null || address.isBlank() || address.lastIndexOf(':') < 0) {
+            throw new IllegalStateException("JCCL_JOIN=1 without a store address: set JCCL_STORE_ADDR=host:port to "
+                + "a store the job's ranks use now (Communicator.joinAddress() of a survivor)");
+        }
+        int colon = address.lastIndexOf(':');
+        String host = address.substring(0, colon).replace("[", "").replace("]", "");
+        int port;
+        try {
+            port = Integer.parseInt(address.substring(colon + 1).trim());
+        } catch (NumberFormatException e) {
+            throw new IllegalStateException("JCCL_STORE_ADDR=" + address + ": the port is not a number", e);
+        }
+        TcpStore s = new TcpStore(host, port, false, options.timeoutNs(), options.authSecret());
+        try {
+            return join(s, s, options);
+        } catch (RuntimeException e) {
+            s.close();
+            throw e;
+        }
+    }
+
+    private static Communicator join(Store base, Store owned, CommunicatorOptions options) {
+        requireNativeAccess();
+        Store sealed = options.authSecret() == null || base instanceof SealedStore ? base
+            : new SealedStore(base, options.authSecret(), options.jobId());
+        Store board = new PrefixStore(JOIN_BOARD, sealed);
+        long deadline = System.nanoTime() + options.timeoutNs();
+        String full = null;
+        while (true) {
+            String offer;
+            try {
+                offer = board.getString("offer", remaining(deadline));
+            } catch (io.jccl.collectives.store.StoreTimeoutException e) {
+                throw new CollectiveException.Timeout("join: no grow offer in " + base.describe() + " within the "
+                    + "timeout (JCCL_TIMEOUT): do the job's ranks call grow(), and is this the store they use now "
+                    + "(Communicator.joinAddress())?");
+            }
+            if (!offer.equals(full)) {
+                String[] f = offer.split(" ");
+                String name = f[0];
+                int size = Integer.parseInt(f[1]);
+                int joiners = Integer.parseInt(f[2]);
+                long place = board.add(name + "/places", 1, remaining(deadline));
+                if (place <= joiners) {
+                    int rank = size + (int) place - 1;
+                    Log.get().info(rank, Log.Subsys.INIT, () -> "join: place " + place + " of " + joiners + " in '"
+                        + name + "': rank " + rank + " of " + (size + joiners));
+                    Communicator c = create(sealed, owned, rank, size + joiners, options.withName(name));
+                    try {
+                        String list = c.store.getString("succession", remaining(deadline));
+                        if (!list.equals("-") && base instanceof TcpStore t) {
+                            c.succession = StoreSuccession.fromDescription(list, t, rank, options.authSecret());
+                        }
+                    } catch (RuntimeException e) {
+                        c.close();
+                        throw e;
+                    }
+                    return c;
+                }
+                full = offer; // every place taken: wait for the next offer
+            }
+            if (System.nanoTime() - deadline > 0) {
+                throw new CollectiveException.Timeout("join: every grow offer in " + base.describe() + " was full "
+                    + "until the timeout (JCCL_TIMEOUT)");
+            }
+            java.util.concurrent.locks.LockSupport.parkNanos(Shrink.POLL_NS * 4);
+        }
+    }
+
+    /**
+     * Where a process that wants to join this job should find it ({@code host:port} for JCCL_STORE_ADDR with
+     * {@code JCCL_JOIN=1}): the TCP store this communicator uses now, which after a loss of rank 0 is a standby
+     * store; null when the communicator's store is not a TCP store this rank knows (then pass the store itself to
+     * {@link #join(Store, CommunicatorOptions)}).
+     */
+    public String joinAddress() {
+        Store s = succession != null ? succession.first() : ownedStore;
+        return s instanceof TcpStore t ? t.host() + ":" + t.port() : null;
     }
 
     // ============================================================================================ shrink

@@ -246,7 +246,7 @@ final class StoreSuccession implements AutoCloseable {
         for (int j = index; j < candidates.size(); j++) {
             Candidate c = candidates.get(j);
             int newHost = c.hostRank < 0 ? -1 : Arrays.binarySearch(members, c.hostRank);
-            if (j > index && (newHost < 0 || c.dead)) {
+            if (j > index && newHost < 0) { // not c.dead: that is this rank's view, and the lists must agree
                 continue;
             }
             next.add(new Candidate(Math.max(-1, newHost), c.host, c.port, c.client, c.ownsClient));
@@ -255,6 +255,36 @@ final class StoreSuccession implements AutoCloseable {
         StoreSuccession s = new StoreSuccession(next, server, secret, Arrays.binarySearch(members, rank));
         server = null;
         return s;
+    }
+
+    /** The list as {@code hostRank@host:port,...}, for a joining process ({@link #fromDescription}). */
+    String describe() {
+        StringBuilder sb = new StringBuilder();
+        for (Candidate c : candidates) {
+            if (!sb.isEmpty()) {
+                sb.append(',');
+            }
+            sb.append(c.hostRank).append('@').append(c.host).append(':').append(c.port);
+        }
+        return sb.toString();
+    }
+
+    /**
+     * The list a joining process received from the survivors ({@link #describe}); {@code joinedThrough} is the
+     * client it joined with, used for the store at the same address.
+     */
+    static StoreSuccession fromDescription(String description, TcpStore joinedThrough, int rank, String secret) {
+        List<Candidate> list = new ArrayList<>();
+        for (String item : description.split(",")) {
+            int at = item.indexOf('@');
+            int colon = item.lastIndexOf(':');
+            String host = item.substring(at + 1, colon);
+            int port = Integer.parseInt(item.substring(colon + 1));
+            boolean same = port == joinedThrough.port() && host.equals(joinedThrough.host());
+            list.add(new Candidate(Integer.parseInt(item.substring(0, at)), host, port, same ? joinedThrough : null,
+                false));
+        }
+        return new StoreSuccession(list, null, secret, rank);
     }
 
     /** The store the list starts with, unwrapped (the one a communicator created by a shrink joined through). */
