@@ -1007,7 +1007,9 @@ public final class Communicator implements AutoCloseable {
      * the members are renumbered in their old order. The new communicator has fresh queue pairs on the same
      * providers and its own store namespace ({@code NAME.shrinkE}, E counting this communicator's shrinks); it
      * takes over the store this one owned. This communicator (failed, revoked or healthy) stays as it was: close
-     * it. Works on a failed or revoked communicator; needs the old store's host alive.
+     * it. Works on a failed or revoked communicator. Survives the death of the store's host through standby stores
+     * (a fromEnvironment job with JCCL's TCP store, docs/fault-tolerance.md); a member that dies after the decision
+     * makes the new join fail, and the members then agree again within this call.
      *
      * @throws CollectiveException.Refused when the others agreed on a member list without this rank (it came late)
      * @throws IllegalArgumentException when {@code failedRanks} names this rank or a rank outside 0..size-1
@@ -1121,8 +1123,8 @@ public final class Communicator implements AutoCloseable {
      * Fault-tolerant agreement (ULFM's {@code MPIX_Comm_agree}): every live rank calls it with a value; each that
      * returns gets the bitwise AND of the values of the ranks that took part and the same set of ranks that did not
      * (failed ones: known dead, or not joined within {@code JCCL_PEER_TIMEOUT}), even when ranks fail during the call.
-     * Works on a failed or revoked communicator (it goes through the store, whose host must be alive, not through
-     * the links): survivors use it to decide together, for example whether a step commits. Costs store round trips:
+     * Works on a failed or revoked communicator (it goes through the store, or a standby store when the store's host
+     * died, not through the links): survivors use it to decide together, for example whether a step commits. Costs store round trips:
      * not for every step of a hot loop.
      *
      * @throws CollectiveException.Refused when the others decided without this rank (it came too late)

@@ -14,7 +14,7 @@ import java.util.function.IntPredicate;
 
 /**
  * How the survivors of a communicator agree on who is in the shrunk one ({@link Communicator#shrink}), through the
- * old communicator's store (whose host must have survived):
+ * old communicator's store, or the first live store of its {@link StoreSuccession} when the store's host died:
  * <ol>
  * <li>each survivor writes its join record, {@code shrinkE/join/RANK} (E: the shrink epoch, counted per
  * communicator, so every survivor's E agrees);</li>
@@ -62,7 +62,8 @@ final class Shrink {
             // the store is a peer too: silent for the peer timeout, it is failed (and with it this recovery)
             throw new CollectiveException("rank " + rank + ": " + prefix + " needs the communicator's store, which"
                 + " did not answer within " + TimeUnit.NANOSECONDS.toMillis(waitNs) + " ms (JCCL_PEER_TIMEOUT); its"
-                + " host may be the rank that died, which shrink and agree cannot survive yet (docs/fault-tolerance.md)"
+                + " host may be the rank that died, which shrink and agree survive only through standby stores (a"
+                + " fromEnvironment job with JCCL's TCP store and JCCL_STANDBY_STORES > 0; docs/fault-tolerance.md)"
                 + ": " + e.getMessage(), e);
         }
     }
