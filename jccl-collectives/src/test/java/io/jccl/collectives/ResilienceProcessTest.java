@@ -198,6 +198,44 @@ class ResilienceProcessTest {
         }
     }
 
+    /**
+     * Rank 1, the host of the first standby store, is stopped (SIGSTOP) and rank 0, the job store's host, killed:
+     * ranks 2 and 3 give up on rank 1's silent store after the peer timeout, shrink through rank 2's and all-reduce.
+     * When rank 1 wakes, its own standby store answers it, but before proposing there it finds the others gathered on
+     * a later store and their decision: it is refused and never acts as a member.
+     */
+    @Test
+    void aStoppedStandbyHostThatWakesFindsTheDecisionOnALaterStore() throws Exception {
+        try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", "shm0",
+            "JCCL_PEER_TIMEOUT", "2s"), true, "linger")) {
+            for (int r = 0; r < 4; r++) {
+                assertTrue(job.waitForLine(r, "RUNNING", 60_000), "rank " + r + ":\n" + job.out(r));
+            }
+            signal(job.processes.get(1), "STOP");
+            try {
+                job.processes.get(0).destroyForcibly();
+                for (int r = 2; r < 4; r++) {
+                    assertTrue(job.waitForLine(r, "SHRUNK rank " + r + " newRank " + (r - 2) + " size 2 sum 7",
+                        60_000), "rank " + r + ":\n" + job.out(r));
+                }
+            } finally {
+                signal(job.processes.get(1), "CONT");
+            }
+            assertTrue(job.processes.get(1).waitFor(60, TimeUnit.SECONDS), "rank 1 hung:\n" + job.out(1));
+            assertEquals(4, job.processes.get(1).exitValue(), job.out(1));
+            assertTrue(job.out(1).contains("SHRINK FAILED rank 1") && job.out(1).contains("was left out of shrink 1"),
+                job.out(1));
+            for (int r = 2; r < 4; r++) {
+                job.processes.get(r).getOutputStream().write('\n');
+                job.processes.get(r).getOutputStream().close();
+            }
+            for (int r = 2; r < 4; r++) {
+                assertTrue(job.processes.get(r).waitFor(60, TimeUnit.SECONDS), "rank " + r + " hung:\n" + job.out(r));
+                assertEquals(0, job.processes.get(r).exitValue(), job.out(r));
+            }
+        }
+    }
+
     private static void signal(Process p, String signal) throws Exception {
         Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(p.pid())).inheritIO().start();
         assertTrue(kill.waitFor(10, TimeUnit.SECONDS) && kill.exitValue() == 0, "kill -" + signal);
