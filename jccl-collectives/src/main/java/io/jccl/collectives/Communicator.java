@@ -19,6 +19,8 @@ import io.jccl.collectives.message.MessagePath;
 import io.jccl.collectives.message.Peer;
 import io.jccl.collectives.store.PrefixStore;
 import io.jccl.collectives.store.Store;
+import io.jccl.collectives.store.StoreException;
+import io.jccl.collectives.store.TcpStore;
 import io.jccl.collectives.tuning.Algorithm;
 import io.jccl.collectives.tuning.AlgorithmFilter;
 import io.jccl.collectives.tuning.CostModel;
@@ -72,6 +74,8 @@ public final class Communicator implements AutoCloseable {
     static final int TIMED_EVERY = 16;
     /** How long {@link #close()} waits for operations still in flight before it aborts them (at most the timeout). */
     static final long CLOSE_GRACE_NS = TimeUnit.SECONDS.toNanos(10);
+    /** The shortest bound on a shrink's new join (which also bounds how long a member that died after it costs). */
+    static final long MIN_SHRINK_JOIN_NS = TimeUnit.SECONDS.toNanos(10);
 
     static {
         loadSegmentKinds();
@@ -83,6 +87,13 @@ public final class Communicator implements AutoCloseable {
     private final Store store;
     /** The store this communicator closes (fromEnvironment), handed on to the communicator a shrink returns. */
     private Store ownedStore;
+    /**
+     * The stores shrink and agree may decide through when the job's store host dies (fromEnvironment with JCCL's TCP
+     * store: {@link StoreSuccession}); null: the communicator's store only. Handed on like {@link #ownedStore}.
+     */
+    private StoreSuccession succession;
+    /** How long the join at creation may take (shorter for a shrink's new communicator: a member may be dead). */
+    private long joinTimeoutNs;
     private final Log log = Log.get();
     private final FlightRecorder recorder;
     private final AlgorithmFilter filter;
@@ -114,6 +125,8 @@ public final class Communicator implements AutoCloseable {
     private int shrinkSeq;
     /** Agreements begun on this communicator (their keys' epoch). */
     private int agreeSeq;
+    /** Grows begun on this communicator: the epoch that names each grown communicator. */
+    private int growSeq;
     private int windowSeq;
     private volatile boolean closed;
     /** Rounds of the warm-up at creation ({@link Warmup}; tests read it). */
@@ -193,10 +206,15 @@ public final class Communicator implements AutoCloseable {
 
     /** {@link #fromEnvironment()} with explicit options. */
     public static Communicator fromEnvironment(CommunicatorOptions options) {
+        if ("1".equals(io.jccl.common.Config.value("JCCL_JOIN"))) {
+            return joinFromEnvironment(options);
+        }
         LaunchEnvironment env = LaunchEnvironment.detect(System.getenv());
         Store s = env.openStore(options.timeoutNs(), options.authSecret());
         try {
-            return create(s, s, env.rank(), env.worldSize(), options);
+            // JCCL's TCP store lives in rank 0: standby stores let shrink and agree survive its loss
+            return create(s, s, env.rank(), env.worldSize(), options, options.timeoutNs(),
+                s instanceof TcpStore t && StoreSuccession.standbyStores() > 0 ? t : null);
         } catch (RuntimeException e) {
             s.close();
             throw e;
@@ -204,19 +222,31 @@ public final class Communicator implements AutoCloseable {
     }
 
     private static Communicator create(Store base, Store owned, int rank, int size, CommunicatorOptions options) {
+        return create(base, owned, rank, size, options, options.timeoutNs(), null);
+    }
+
+    /**
+     * Creates and joins; {@code joinTimeoutNs} bounds the join, and with {@code standbyPrimary} (the job's TCP store)
+     * the ranks set up the standby stores of a {@link StoreSuccession}.
+     */
+    private static Communicator create(Store base, Store owned, int rank, int size, CommunicatorOptions options,
+                                       long joinTimeoutNs, TcpStore standbyPrimary) {
         if (size < 1 || rank < 0 || rank >= size) {
             throw new IllegalArgumentException("rank " + rank + " outside 0.." + (size - 1) + " (size " + size + ")");
         }
         requireNativeAccess();
         // With a job secret every value this communicator reads or writes is sealed (SealedStore), keyed by its
         // full name; split communicators reuse the sealed view.
-        Store sealed = options.authSecret() == null || base instanceof SealedStore ? base
-            : new SealedStore(base, options.authSecret(), options.jobId());
-        Store store = new PrefixStore("jccl/" + options.name(), sealed);
+        Store store = namespaced(base, options);
         Warmup.startKernels(options.warmupNs(), size);
         Communicator c = new Communicator(store, owned, rank, size, options);
+        c.joinTimeoutNs = joinTimeoutNs;
         try {
             c.init();
+            if (standbyPrimary != null && size > 1) {
+                c.succession = StoreSuccession.start(standbyPrimary, store, rank, size,
+                    StoreSuccession.standbyStores(), options.authSecret(), System.nanoTime() + joinTimeoutNs);
+            }
             // The first collectives of a fresh JVM run cold (milliseconds): warm them while the job starts anyway
             c.warmingUp = true;
             c.warmupRounds = Warmup.run(c, options.warmupNs());
@@ -226,6 +256,13 @@ public final class Communicator implements AutoCloseable {
             throw e;
         }
         return c;
+    }
+
+    /** The communicator's view of {@code base}: sealed with the job's secret (if any), under {@code jccl/NAME}. */
+    private static Store namespaced(Store base, CommunicatorOptions options) {
+        Store sealed = options.authSecret() == null || base instanceof SealedStore ? base
+            : new SealedStore(base, options.authSecret(), options.jobId());
+        return new PrefixStore("jccl/" + options.name(), sealed);
     }
 
     /**
@@ -247,7 +284,7 @@ public final class Communicator implements AutoCloseable {
      */
     private void init() {
         log.announce(rank); // the version line and the JCCL_* settings, once per process
-        long deadline = System.nanoTime() + options.timeoutNs();
+        long deadline = System.nanoTime() + joinTimeoutNs;
         joined = Bootstrap.join(store, rank, size, options, deadline, allocations, waits);
         devicesTried.addAll(joined.devicesTried());
         messagePath = joined.messagePath();
@@ -797,6 +834,169 @@ public final class Communicator implements AutoCloseable {
         return create(((PrefixStore) store).inner(), null, newRank, members.size(), o);
     }
 
+    // ============================================================================================ grow / join
+
+    /** The key namespace, in a job's store, where survivors offer places to joining processes. */
+    static final String JOIN_BOARD = "jccl/join";
+
+    /**
+     * A new communicator of this one's ranks plus {@code joiners} processes that join the running job
+     * ({@link #join(Store, CommunicatorOptions)}, or {@code JCCL_JOIN=1} with {@link #fromEnvironment()}); NCCL's
+     * {@code ncclCommGrow}, torchft's new replica at the next quorum. Every rank of this communicator calls it; the
+     * ranks keep their numbers and the joiners get {@code size()..size()+joiners-1} in the order they claimed a
+     * place. They learn of the offer through the store this communicator uses (rank 0 posts it under
+     * {@code jccl/join/offer}; {@link #joinAddress()} says where that store is). Blocks until every joiner has joined
+     * or the timeout passes. The new communicator ({@code NAME.growE}) has fresh queue pairs and takes over this
+     * one's store and standby stores (the joiners learn the standby list from it); this communicator stays usable:
+     * close it. Pulling the model state is the application's: a {@link Window} and {@link Window#get} (RDMA READ).
+     *
+     * @throws IllegalArgumentException when {@code joiners < 1}
+     */
+    public Communicator grow(int joiners) {
+        if (joiners < 1) {
+            throw new IllegalArgumentException("grow: " + joiners + " joiners; expected at least 1");
+        }
+        checkUsable();
+        long ticket = order.take();
+        order.awaitTurn(ticket);
+        try {
+            long startNs = System.nanoTime();
+            int epoch = ++growSeq;
+            String name = options.name() + ".grow" + epoch;
+            Store sealed = ((PrefixStore) store).inner();
+            if (rank == 0) {
+                new PrefixStore(JOIN_BOARD, sealed).setString("offer", name + " " + size + " " + joiners + " "
+                    + Long.toHexString(io.jccl.common.SecureIds.nonce()), options.timeoutNs());
+            }
+            log.info(rank, Log.Subsys.INIT, () -> "grow " + epoch + " of '" + options.name() + "': waiting for "
+                + joiners + " joining process(es)");
+            Communicator c = create(sealed, null, rank, size + joiners, options.withName(name));
+            if (ownedStore != null) {
+                c.ownedStore = ownedStore;
+                ownedStore = null;
+            }
+            if (succession != null) {
+                int[] same = new int[size];
+                java.util.Arrays.setAll(same, i -> i);
+                c.succession = succession.handOn(0, same);
+                succession = null;
+            }
+            if (rank == 0) {
+                // what the joiners need to survive a later loss of the store's host
+                c.store.setString("succession", c.succession == null ? "-" : c.succession.describe(),
+                    options.timeoutNs());
+            }
+            log.info(rank, Log.Subsys.INIT, () -> "grow " + epoch + " ready after "
+                + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs) + " ms: " + c.size() + " ranks");
+            return c;
+        } finally {
+            order.release();
+        }
+    }
+
+    /**
+     * Joins a running job through {@code store} (one the job's ranks use now: {@link #joinAddress()} of any of
+     * them; the caller keeps ownership): waits for the survivors' next {@link #grow} offer, claims a place, and
+     * returns the grown communicator, in which this process has a rank from the old size up. Offers that are
+     * already full are skipped (the next one is waited for), so several joiners may race for places.
+     *
+     * @throws CollectiveException.Timeout when no offer with a free place comes within the options' timeout
+     */
+    public static Communicator join(Store store, CommunicatorOptions options) {
+        return join(store, null, options);
+    }
+
+    /**
+     * {@code JCCL_JOIN=1}: joins the job whose store JCCL_STORE_ADDR (or MASTER_ADDR/MASTER_PORT) names, as a
+     * client (no server is started here); the communicator owns the store connection.
+     */
+    private static Communicator joinFromEnvironment(CommunicatorOptions options) {
+        java.util.Map<String, String> env = System.getenv();
+        String address = env.get("JCCL_STORE_ADDR");
+        if ((address == null || address.isBlank()) && env.get("MASTER_ADDR") != null) {
+            address = env.get("MASTER_ADDR") + ":" + env.getOrDefault("MASTER_PORT",
+                Integer.toString(LaunchEnvironment.DEFAULT_PORT));
+        }
+        if (address == null || address.isBlank() || address.lastIndexOf(':') < 0) {
+            throw new IllegalStateException("JCCL_JOIN=1 without a store address: set JCCL_STORE_ADDR=host:port to "
+                + "a store the job's ranks use now (Communicator.joinAddress() of a survivor)");
+        }
+        int colon = address.lastIndexOf(':');
+        String host = address.substring(0, colon).replace("[", "").replace("]", "");
+        int port;
+        try {
+            port = Integer.parseInt(address.substring(colon + 1).trim());
+        } catch (NumberFormatException e) {
+            throw new IllegalStateException("JCCL_STORE_ADDR=" + address + ": the port is not a number", e);
+        }
+        TcpStore s = new TcpStore(host, port, false, options.timeoutNs(), options.authSecret());
+        try {
+            return join(s, s, options);
+        } catch (RuntimeException e) {
+            s.close();
+            throw e;
+        }
+    }
+
+    private static Communicator join(Store base, Store owned, CommunicatorOptions options) {
+        requireNativeAccess();
+        Store sealed = options.authSecret() == null || base instanceof SealedStore ? base
+            : new SealedStore(base, options.authSecret(), options.jobId());
+        Store board = new PrefixStore(JOIN_BOARD, sealed);
+        long deadline = System.nanoTime() + options.timeoutNs();
+        String full = null;
+        while (true) {
+            String offer;
+            try {
+                offer = board.getString("offer", remaining(deadline));
+            } catch (io.jccl.collectives.store.StoreTimeoutException e) {
+                throw new CollectiveException.Timeout("join: no grow offer in " + base.describe() + " within the "
+                    + "timeout (JCCL_TIMEOUT): do the job's ranks call grow(), and is this the store they use now "
+                    + "(Communicator.joinAddress())?");
+            }
+            if (!offer.equals(full)) {
+                String[] f = offer.split(" ");
+                String name = f[0];
+                int size = Integer.parseInt(f[1]);
+                int joiners = Integer.parseInt(f[2]);
+                long place = board.add(name + "/places", 1, remaining(deadline));
+                if (place <= joiners) {
+                    int rank = size + (int) place - 1;
+                    Log.get().info(rank, Log.Subsys.INIT, () -> "join: place " + place + " of " + joiners + " in '"
+                        + name + "': rank " + rank + " of " + (size + joiners));
+                    Communicator c = create(sealed, owned, rank, size + joiners, options.withName(name));
+                    try {
+                        String list = c.store.getString("succession", remaining(deadline));
+                        if (!list.equals("-") && base instanceof TcpStore t) {
+                            c.succession = StoreSuccession.fromDescription(list, t, rank, options.authSecret());
+                        }
+                    } catch (RuntimeException e) {
+                        c.close();
+                        throw e;
+                    }
+                    return c;
+                }
+                full = offer; // every place taken: wait for the next offer
+            }
+            if (System.nanoTime() - deadline > 0) {
+                throw new CollectiveException.Timeout("join: every grow offer in " + base.describe() + " was full "
+                    + "until the timeout (JCCL_TIMEOUT)");
+            }
+            java.util.concurrent.locks.LockSupport.parkNanos(Shrink.POLL_NS * 4);
+        }
+    }
+
+    /**
+     * Where a process that wants to join this job should find it ({@code host:port} for JCCL_STORE_ADDR with
+     * {@code JCCL_JOIN=1}): the TCP store this communicator uses now, which after a loss of rank 0 is a standby
+     * store; null when the communicator's store is not a TCP store this rank knows (then pass the store itself to
+     * {@link #join(Store, CommunicatorOptions)}).
+     */
+    public String joinAddress() {
+        Store s = succession != null ? succession.first() : ownedStore;
+        return s instanceof TcpStore t ? t.host() + ":" + t.port() : null;
+    }
+
     // ============================================================================================ shrink
 
     /**
@@ -807,7 +1007,9 @@ public final class Communicator implements AutoCloseable {
      * the members are renumbered in their old order. The new communicator has fresh queue pairs on the same
      * providers and its own store namespace ({@code NAME.shrinkE}, E counting this communicator's shrinks); it
      * takes over the store this one owned. This communicator (failed, revoked or healthy) stays as it was: close
-     * it. Works on a failed or revoked communicator; needs the old store's host alive.
+     * it. Works on a failed or revoked communicator. Survives the death of the store's host through standby stores
+     * (a fromEnvironment job with JCCL's TCP store, docs/fault-tolerance.md); a member that dies after the decision
+     * makes the new join fail, and the members then agree again within this call.
      *
      * @throws CollectiveException.Refused when the others agreed on a member list without this rank (it came late)
      * @throws IllegalArgumentException when {@code failedRanks} names this rank or a rank outside 0..size-1
@@ -833,31 +1035,78 @@ public final class Communicator implements AutoCloseable {
             int epoch = ++shrinkSeq;
             failures.addKnownFailed(suspected);
             suspected.clear(rank); // peers may name this rank (it was stopped); it is here now, and it joins
-            MessagePath m = messagePath;
-            int[] members = Shrink.members(store, epoch, rank, size, suspected,
-                j -> m != null && m.processGone(j), options.peerTimeoutNs(), deadline);
-            int newRank = java.util.Arrays.binarySearch(members, rank);
-            if (newRank < 0) {
-                throw new CollectiveException.Refused("rank " + rank + " of '" + options.name() + "' was left out "
-                    + "of shrink " + epoch + ": the survivors agreed on ranks " + java.util.Arrays.toString(members)
-                    + " before it joined");
+            // The new join waits for every member's records: a member that died after the decision must not hold
+            // the others for JCCL_TIMEOUT; they then agree again (a new attempt under the same epoch).
+            long joinTimeoutNs = Math.min(options.timeoutNs(), Math.max(2 * options.peerTimeoutNs(), MIN_SHRINK_JOIN_NS));
+            for (int attempt = 1; ; attempt++) {
+                String tag = epoch + (attempt > 1 ? "." + attempt : "");
+                Located at = decide("shrink " + tag, "shrink" + tag + "/", -1, suspected, deadline);
+                int[] members = at.decision().members();
+                int newRank = java.util.Arrays.binarySearch(members, rank);
+                if (newRank < 0) {
+                    throw new CollectiveException.Refused("rank " + rank + " of '" + options.name() + "' was left "
+                        + "out of shrink " + tag + ": the survivors agreed on ranks " + java.util.Arrays.toString(
+                        members) + " before it joined");
+                }
+                log.info(rank, Log.Subsys.INIT, () -> "shrink " + tag + " of '" + options.name() + "': members "
+                    + java.util.Arrays.toString(members) + " (left out: " + leftOut(members) + "), this rank becomes "
+                    + newRank + " of " + members.length);
+                CommunicatorOptions o = options.withName(options.name() + ".shrink" + tag);
+                Communicator c;
+                try {
+                    c = create(at.base(), null, newRank, members.length, o, joinTimeoutNs, null);
+                } catch (CollectiveException.PeerFailure | CollectiveException.Timeout | StoreException e) {
+                    if (System.nanoTime() - deadline > 0) {
+                        throw e;
+                    }
+                    if (e instanceof CollectiveException.PeerFailure pf && pf.rank() >= 0
+                        && pf.rank() < members.length) {
+                        suspected.set(members[pf.rank()]);
+                    }
+                    int next = attempt + 1;
+                    log.warn(rank, Log.Subsys.INIT, "shrink " + tag + ": the new communicator's join failed ("
+                        + e.getMessage() + "); a member may have died after the decision: agreeing again (shrink "
+                        + epoch + "." + next + ")");
+                    continue;
+                }
+                if (ownedStore != null) {
+                    // the survivors go on with the new communicator: it closes the store when it closes
+                    c.ownedStore = ownedStore;
+                    ownedStore = null;
+                }
+                if (succession != null) {
+                    c.succession = succession.handOn(at.index(), members);
+                    succession = null;
+                }
+                log.info(rank, Log.Subsys.INIT, () -> "shrink " + tag + " ready after "
+                    + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs) + " ms");
+                return c;
             }
-            log.info(rank, Log.Subsys.INIT, () -> "shrink " + epoch + " of '" + options.name() + "': members "
-                + java.util.Arrays.toString(members) + " (left out: " + leftOut(members) + "), this rank becomes "
-                + newRank + " of " + members.length);
-            CommunicatorOptions o = options.withName(options.name() + ".shrink" + epoch);
-            Communicator c = create(((PrefixStore) store).inner(), null, newRank, members.length, o);
-            if (ownedStore != null) {
-                // the survivors go on with the new communicator: it closes the store when it closes
-                c.ownedStore = ownedStore;
-                ownedStore = null;
-            }
-            log.info(rank, Log.Subsys.INIT, () -> "shrink " + epoch + " ready after "
-                + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs) + " ms");
-            return c;
         } finally {
             order.release();
         }
+    }
+
+    /** Where shrink and agree decided: the decision, its store's place in the succession, that store (unwrapped). */
+    private record Located(Shrink.Decision decision, int index, Store base) {
+    }
+
+    /**
+     * Runs the agreement under {@code prefix} ({@link Shrink}): through the communicator's store, or, with a
+     * {@link StoreSuccession}, through the first store of the succession that answers.
+     */
+    private Located decide(String what, String prefix, int value, java.util.BitSet suspected, long deadline) {
+        MessagePath m = messagePath;
+        java.util.function.IntPredicate gone = j -> m != null && m.processGone(j);
+        long waitNs = options.peerTimeoutNs();
+        if (succession == null) {
+            Shrink.Decision d = Shrink.decide(store, prefix, rank, size, value, suspected, gone, waitNs, deadline);
+            return new Located(d, 0, ((PrefixStore) store).inner());
+        }
+        StoreSuccession.Located at = succession.decide(what, (ns, moved) -> Shrink.decideOrMove(ns, prefix, rank,
+            size, value, suspected, gone, waitNs, deadline, moved), b -> namespaced(b, options), prefix, waitNs,
+            deadline);
+        return new Located(at.decision(), at.index(), at.base());
     }
 
     /**
@@ -874,8 +1123,8 @@ public final class Communicator implements AutoCloseable {
      * Fault-tolerant agreement (ULFM's {@code MPIX_Comm_agree}): every live rank calls it with a value; each that
      * returns gets the bitwise AND of the values of the ranks that took part and the same set of ranks that did not
      * (failed ones: known dead, or not joined within {@code JCCL_PEER_TIMEOUT}), even when ranks fail during the call.
-     * Works on a failed or revoked communicator (it goes through the store, whose host must be alive, not through
-     * the links): survivors use it to decide together, for example whether a step commits. Costs store round trips:
+     * Works on a failed or revoked communicator (it goes through the store, or a standby store when the store's host
+     * died, not through the links): survivors use it to decide together, for example whether a step commits. Costs store round trips:
      * not for every step of a hot loop.
      *
      * @throws CollectiveException.Refused when the others decided without this rank (it came too late)
@@ -893,9 +1142,8 @@ public final class Communicator implements AutoCloseable {
             java.util.BitSet suspected = new java.util.BitSet(size);
             failures.addKnownFailed(suspected);
             suspected.clear(rank);
-            MessagePath m = messagePath;
-            Shrink.Decision d = Shrink.decide(store, "agree" + epoch + "/", rank, size, value, suspected,
-                j -> m != null && m.processGone(j), options.peerTimeoutNs(), deadline);
+            Shrink.Decision d = decide("agreement " + epoch, "agree" + epoch + "/", value, suspected, deadline)
+                .decision();
             if (java.util.Arrays.binarySearch(d.members(), rank) < 0) {
                 throw new CollectiveException.Refused("rank " + rank + " of '" + options.name() + "' was left out "
                     + "of agreement " + epoch + ": the others decided with ranks " + java.util.Arrays.toString(
@@ -1036,6 +1284,9 @@ public final class Communicator implements AutoCloseable {
             messagePath.closeDevices();
         }
         bounce.close();
+        if (succession != null) {
+            succession.close();
+        }
         if (ownedStore != null) {
             ownedStore.close();
         }

@@ -9,11 +9,12 @@ import java.util.Arrays;
 import java.util.BitSet;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.BooleanSupplier;
 import java.util.function.IntPredicate;
 
 /**
  * How the survivors of a communicator agree on who is in the shrunk one ({@link Communicator#shrink}), through the
- * old communicator's store (whose host must have survived):
+ * old communicator's store, or the first live store of its {@link StoreSuccession} when the store's host died:
  * <ol>
  * <li>each survivor writes its join record, {@code shrinkE/join/RANK} (E: the shrink epoch, counted per
  * communicator, so every survivor's E agrees);</li>
@@ -56,20 +57,36 @@ final class Shrink {
     static Decision decide(Store store, String prefix, int rank, int size, int value, BitSet suspected,
                            IntPredicate gone, long waitNs, long deadlineNs) {
         try {
-            return decideThroughStore(store, prefix, rank, size, value, suspected, gone, waitNs, deadlineNs);
+            return decideThroughStore(store, prefix, rank, size, value, suspected, gone, waitNs, deadlineNs, null);
         } catch (StoreException e) {
             // the store is a peer too: silent for the peer timeout, it is failed (and with it this recovery)
             throw new CollectiveException("rank " + rank + ": " + prefix + " needs the communicator's store, which"
                 + " did not answer within " + TimeUnit.NANOSECONDS.toMillis(waitNs) + " ms (JCCL_PEER_TIMEOUT); its"
-                + " host may be the rank that died, which shrink and agree cannot survive yet (docs/fault-tolerance.md)"
+                + " host may be the rank that died, which shrink and agree survive only through standby stores (a"
+                + " fromEnvironment job with JCCL's TCP store and JCCL_STANDBY_STORES > 0; docs/fault-tolerance.md)"
                 + ": " + e.getMessage(), e);
         }
     }
 
+    /**
+     * The protocol on one store of a {@link StoreSuccession}: a {@link StoreException} (the store did not answer)
+     * propagates, so that the caller moves on to the next store; null when {@code movedAbove} said, just before this
+     * rank would propose, that survivors gather on a later store of the succession (this rank then joins them there).
+     */
+    static Decision decideOrMove(Store store, String prefix, int rank, int size, int value, BitSet suspected,
+                                 IntPredicate gone, long waitNs, long deadlineNs, BooleanSupplier movedAbove) {
+        return decideThroughStore(store, prefix, rank, size, value, suspected, gone, waitNs, deadlineNs, movedAbove);
+    }
+
     private static Decision decideThroughStore(Store store, String prefix, int rank, int size, int value,
-                                               BitSet suspected, IntPredicate gone, long waitNs, long deadlineNs) {
+                                               BitSet suspected, IntPredicate gone, long waitNs, long deadlineNs,
+                                               BooleanSupplier movedAbove) {
         String decisionKey = prefix + "members";
         store.setString(prefix + "join/" + rank, Integer.toString(value), callNs(deadlineNs, waitNs));
+        if (movedAbove != null) {
+            // one key that says "survivors gather here", for ranks that look at this store from an earlier one
+            store.setString(prefix + StoreSuccession.ACTIVE_KEY, "1", callNs(deadlineNs, waitNs));
+        }
         BitSet joined = new BitSet(size);
         joined.set(rank);
         long waitUntil = System.nanoTime() + waitNs;
@@ -110,6 +127,10 @@ final class Shrink {
                 for (int j = joined.nextSetBit(0); j >= 0; j = joined.nextSetBit(j + 1)) {
                     and &= j == rank ? value : Integer.parseInt(store.getString(prefix + "join/" + j,
                         callNs(deadlineNs, waitNs)));
+                }
+                if (movedAbove != null && !store.check(decisionKey, callNs(deadlineNs, waitNs))
+                    && movedAbove.getAsBoolean()) {
+                    return null; // others gather on a later store (this one looked dead to them): decide there
                 }
                 byte[] proposal = (format(joined) + ";" + and).getBytes(StandardCharsets.UTF_8);
                 store.compareAndSet(decisionKey, null, proposal, callNs(deadlineNs, waitNs)); // the first one wins

@@ -16,7 +16,8 @@ import java.util.List;
  * A collectively registered one-sided window (NCCL 2.29's ncclCommWindowRegister + ncclPutSignal/ncclWaitSignal).
  * Each rank owns {@link #segment()}; {@link #putSignal} writes bytes into a peer's window with RDMA WRITE WITH IMM,
  * whose immediate is the signal; {@link #waitSignal} returns once that many signals from a peer have arrived, and
- * the data written before each signal is then visible. Operations go through the communicator's issue order and
+ * the data written before each signal is then visible; {@link #get} reads a peer's window with RDMA READ.
+ * Operations go through the communicator's issue order and
  * deadline.
  */
 public final class Window implements AutoCloseable {
@@ -112,15 +113,58 @@ public final class Window implements AutoCloseable {
         });
     }
 
+    /**
+     * Reads {@code length} bytes of {@code peer}'s window at {@code windowOffset} into {@code destination} (from
+     * {@code destinationOffset}) with RDMA READ: one-sided, the peer's CPU takes no part (a joining rank pulls the
+     * model state from a survivor this way). Returns when the data is here. The peer must not change that range
+     * until then (the caller orders it, for example with a barrier after the read).
+     */
+    public void get(int peer, long windowOffset, MemorySegment destination, long destinationOffset, long length) {
+        if (peer == comm.rank() || peer < 0 || peer >= comm.size()) {
+            throw new IllegalArgumentException("peer " + peer + " is not another rank");
+        }
+        if (windowOffset < 0 || windowOffset + length > bytes || length > Integer.MAX_VALUE || length < 0) {
+            throw new IllegalArgumentException("range " + windowOffset + "+" + length + " outside the window of "
+                + bytes + " bytes");
+        }
+        if (destinationOffset < 0 || destinationOffset + length > destination.byteSize()) {
+            throw new IllegalArgumentException("range " + destinationOffset + "+" + length + " outside the "
+                + "destination of " + destination.byteSize() + " bytes");
+        }
+        comm.windowOp(length, peer, () -> {
+            MessagePath path = comm.messagePath();
+            WaitPolicy waits = comm.waits();
+            Peer p = path.peer(peer);
+            MemorySegment dst = destination.isNative() ? destination.asSlice(destinationOffset, length)
+                : bounceOf(length);
+            MemoryRegion r = path.sourceRegion(p.device(), dst);
+            path.windowGet(p, r, RegistrationCache.offsetIn(r, dst), (int) length, remoteAddress[peer] + windowOffset,
+                remoteRkey[peer]);
+            WaitPolicy.Subject subject = new WaitFor(() -> path.checkPeer(p));
+            waits.beginPlainWait();
+            while (p.sendsOutstanding() > 0) {
+                waits.idle(path.poll(), subject);
+            }
+            if (!destination.isNative()) {
+                MemorySegment.copy(dst, 0, destination, destinationOffset, length);
+            }
+        });
+    }
+
     private MemorySegment bounce;
+
+    /** The bounce buffer, at least {@code n} bytes (grown as needed). */
+    private MemorySegment bounceOf(long n) {
+        if (bounce == null || bounce.byteSize() < n) {
+            bounce = comm.allocate(Math.max(4096, n));
+        }
+        return bounce.asSlice(0, n);
+    }
 
     /** Heap sources go through one registered bounce buffer per window, grown as needed (a copy per put). */
     private MemorySegment copyToNative(MemorySegment heap) {
         long n = heap.byteSize();
-        if (bounce == null || bounce.byteSize() < n) {
-            bounce = comm.allocate(Math.max(4096, n));
-        }
-        MemorySegment b = bounce.asSlice(0, n);
+        MemorySegment b = bounceOf(n);
         MemorySegment.copy(heap, 0, b, 0, n);
         return b;
     }

@@ -92,6 +92,7 @@ public final class MultiProcessMain {
                 }
                 case "bench" -> Bench.run(c, args);
                 case "revoke", "shrink" -> ResilienceMain.run(mode, c, args);
+                case "fault" -> FaultInjectionMain.run(c, Long.parseLong(args[1]));
                 default -> throw new IllegalArgumentException(mode);
             }
         }

@@ -58,13 +58,97 @@ class ResilienceProcessTest {
     }
 
     /**
-     * Rank 0 hosts the store (fromEnvironment) and is killed: shrink cannot survive that yet, and says so within the
-     * peer timeout instead of waiting out JCCL_TIMEOUT (60 s here).
+     * Rank 0 hosts the job's store (fromEnvironment) and is killed with kill -9: the survivors fail over to rank 1's
+     * standby store (StoreSuccession), agree (the same value and failed set on each), shrink there and all-reduce
+     * the right sum, over shm0 and tcp0.
      */
     @Test
-    void losingTheStoresHostFailsTheShrinkWithAClearErrorAfterThePeerTimeout() throws Exception {
+    void killingTheStoresHostRank0TheSurvivorsShrinkThroughAStandbyStore() throws Exception {
+        for (String transport : new String[] {"shm0", "tcp0"}) {
+            try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", transport,
+                "JCCL_PEER_TIMEOUT", "5s"), true, "agree")) {
+                for (int r = 0; r < 4; r++) {
+                    assertTrue(job.waitForLine(r, "RUNNING", 60_000), transport + " rank " + r + ":\n" + job.out(r));
+                }
+                long t0 = System.nanoTime();
+                job.processes.get(0).destroyForcibly(); // SIGKILL of the store's host
+                for (int r = 1; r < 4; r++) {
+                    assertTrue(job.processes.get(r).waitFor(60, TimeUnit.SECONDS), transport + " rank " + r
+                        + " hung:\n" + job.out(r));
+                    assertEquals(0, job.processes.get(r).exitValue(), job.out(r));
+                    assertTrue(job.out(r).contains("AGREED rank " + r + " value 11110001 failed [0]"), transport + ":\n"
+                        + job.out(r));
+                    assertTrue(job.out(r).contains("SHRUNK rank " + r + " newRank " + (r - 1) + " size 3 sum 9"),
+                        transport + ":\n" + job.out(r));
+                }
+                System.out.println("kill -9 of rank 0 (the store's host) of 4 over " + transport + ": survivors shrank "
+                    + "through a standby store, all-reduced and exited " + TimeUnit.NANOSECONDS.toMillis(
+                    System.nanoTime() - t0) + " ms after the kill; " + job.output.get(1).stream()
+                    .filter(l -> l.startsWith("SHRUNK")).findFirst().orElse(""));
+            }
+        }
+    }
+
+    /**
+     * A second failure right after recovery: rank 0 (the store's host) is killed, the survivors shrink; then old
+     * rank 1, rank 0 of the shrunk communicator and the host of the store it decided through, is killed too: the
+     * last two shrink again, through the next standby store.
+     */
+    @Test
+    void aSecondFailureAfterTheShrinkIsSurvivedToo() throws Exception {
+        try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", "shm0",
+            "JCCL_PEER_TIMEOUT", "5s"), true, "twice")) {
+            for (int r = 0; r < 4; r++) {
+                assertTrue(job.waitForLine(r, "RUNNING rank", 60_000), "rank " + r + ":\n" + job.out(r));
+            }
+            job.processes.get(0).destroyForcibly();
+            for (int r = 1; r < 4; r++) {
+                assertTrue(job.waitForLine(r, "RUNNING2", 60_000), "rank " + r + ":\n" + job.out(r));
+                assertTrue(job.out(r).contains("SHRUNK rank " + r + " newRank " + (r - 1) + " size 3 sum 9"),
+                    job.out(r));
+            }
+            job.processes.get(1).destroyForcibly();
+            for (int r = 2; r < 4; r++) {
+                assertTrue(job.processes.get(r).waitFor(60, TimeUnit.SECONDS), "rank " + r + " hung:\n" + job.out(r));
+                assertEquals(0, job.processes.get(r).exitValue(), job.out(r));
+                assertTrue(job.out(r).contains("SHRUNK2 rank " + r + " newRank " + (r - 2) + " size 2 sum 7"),
+                    job.out(r));
+            }
+        }
+    }
+
+    /**
+     * A failure during the shrink itself: rank 0 (the store's host) is killed, and rank 1, the host of the first
+     * standby store, halts at a random moment 0-300 ms into its shrink. Whatever the moment, ranks 2 and 3 end with
+     * the same members (themselves) and the right sum: the agreement moves on to the next standby store, and a
+     * decision that named rank 1 is followed by a failed join and a second attempt.
+     */
+    @Test
+    void aRankThatDiesDuringTheShrinkLeavesTheOthersAgreeing() throws Exception {
+        try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", "shm0",
+            "JCCL_PEER_TIMEOUT", "3s"), true, "die-in-shrink")) {
+            for (int r = 0; r < 4; r++) {
+                assertTrue(job.waitForLine(r, "RUNNING", 60_000), "rank " + r + ":\n" + job.out(r));
+            }
+            job.processes.get(0).destroyForcibly();
+            assertTrue(job.processes.get(1).waitFor(60, TimeUnit.SECONDS), "rank 1 did not halt:\n" + job.out(1));
+            for (int r = 2; r < 4; r++) {
+                assertTrue(job.processes.get(r).waitFor(90, TimeUnit.SECONDS), "rank " + r + " hung:\n" + job.out(r));
+                assertEquals(0, job.processes.get(r).exitValue(), job.out(r));
+                assertTrue(job.out(r).contains("SHRUNK rank " + r + " newRank " + (r - 2) + " size 2 sum 7"),
+                    job.out(r));
+            }
+        }
+    }
+
+    /**
+     * Without standby stores (JCCL_STANDBY_STORES=0) rank 0 hosts the only store: when it is killed the survivors'
+     * shrink says so within the peer timeout instead of waiting out JCCL_TIMEOUT (60 s here).
+     */
+    @Test
+    void withoutStandbyStoresLosingTheStoresHostFailsTheShrinkWithAClearError() throws Exception {
         try (MultiProcessTest.Job job = new MultiProcessTest.Job(3, "shrink", Map.of("JCCL_TRANSPORT", "shm0",
-            "JCCL_PEER_TIMEOUT", "3s"), true)) {
+            "JCCL_PEER_TIMEOUT", "3s", "JCCL_STANDBY_STORES", "0"), true)) {
             for (int r = 0; r < 3; r++) {
                 assertTrue(job.waitForLine(r, "RUNNING", 60_000), "rank " + r + ":\n" + job.out(r));
             }
@@ -108,6 +192,44 @@ class ResilienceProcessTest {
                 job.processes.get(r).getOutputStream().close();
             }
             for (int r = 0; r < 3; r++) {
+                assertTrue(job.processes.get(r).waitFor(60, TimeUnit.SECONDS), "rank " + r + " hung:\n" + job.out(r));
+                assertEquals(0, job.processes.get(r).exitValue(), job.out(r));
+            }
+        }
+    }
+
+    /**
+     * Rank 1, the host of the first standby store, is stopped (SIGSTOP) and rank 0, the job store's host, killed:
+     * ranks 2 and 3 give up on rank 1's silent store after the peer timeout, shrink through rank 2's and all-reduce.
+     * When rank 1 wakes, its own standby store answers it, but before proposing there it finds the others gathered on
+     * a later store and their decision: it is refused and never acts as a member.
+     */
+    @Test
+    void aStoppedStandbyHostThatWakesFindsTheDecisionOnALaterStore() throws Exception {
+        try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", "shm0",
+            "JCCL_PEER_TIMEOUT", "2s"), true, "linger")) {
+            for (int r = 0; r < 4; r++) {
+                assertTrue(job.waitForLine(r, "RUNNING", 60_000), "rank " + r + ":\n" + job.out(r));
+            }
+            signal(job.processes.get(1), "STOP");
+            try {
+                job.processes.get(0).destroyForcibly();
+                for (int r = 2; r < 4; r++) {
+                    assertTrue(job.waitForLine(r, "SHRUNK rank " + r + " newRank " + (r - 2) + " size 2 sum 7",
+                        60_000), "rank " + r + ":\n" + job.out(r));
+                }
+            } finally {
+                signal(job.processes.get(1), "CONT");
+            }
+            assertTrue(job.processes.get(1).waitFor(60, TimeUnit.SECONDS), "rank 1 hung:\n" + job.out(1));
+            assertEquals(4, job.processes.get(1).exitValue(), job.out(1));
+            assertTrue(job.out(1).contains("SHRINK FAILED rank 1") && job.out(1).contains("was left out of shrink 1"),
+                job.out(1));
+            for (int r = 2; r < 4; r++) {
+                job.processes.get(r).getOutputStream().write('\n');
+                job.processes.get(r).getOutputStream().close();
+            }
+            for (int r = 2; r < 4; r++) {
                 assertTrue(job.processes.get(r).waitFor(60, TimeUnit.SECONDS), "rank " + r + " hung:\n" + job.out(r));
                 assertEquals(0, job.processes.get(r).exitValue(), job.out(r));
             }

@@ -365,6 +365,16 @@ public final class MessagePath implements AutoCloseable {
         post(p, false);
     }
 
+    /**
+     * Reads {@code length} bytes of the peer's memory at {@code remoteAddress} (a window) into {@code region} at
+     * {@code offset} with RDMA READ; completes like a send (the caller waits for {@link Peer#sendsOutstanding}).
+     */
+    public void windowGet(Peer p, MemoryRegion region, long offset, int length, long remoteAddress, int rkey) {
+        send.wrId(((long) p.rank << 32) | WR_SEND).opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
+            .remote(remoteAddress, rkey).local(region, offset, length);
+        post(p, false);
+    }
+
     /** Starts counting signals of window {@code id} (one count per peer). */
     public void addWindow(int id) {
         long[][] signals = windowSignals;

@@ -106,6 +106,35 @@ public final class TcpStore implements Store {
         return server;
     }
 
+    /** The host this client connects to, as it was given. */
+    public String host() {
+        return host;
+    }
+
+    /**
+     * The local address of this client's connection (the interface that reaches the store's host), or null when it
+     * is not connected: where a peer of the store's host can reach this process too (standby stores use it).
+     */
+    public java.net.InetAddress localAddress() {
+        Socket s = socket;
+        return s == null ? null : s.getLocalAddress();
+    }
+
+    /**
+     * Whether something accepts TCP connections at {@code host:port} within {@code timeoutNs}: false at once when the
+     * connection is refused (a store whose process died), false after the timeout when nothing answers. A cheap
+     * look before a request whose reconnect loop would otherwise retry a dead server until its deadline.
+     */
+    public static boolean reachable(String host, int port, long timeoutNs) {
+        try (Socket s = new Socket()) {
+            s.connect(new InetSocketAddress(host, port), (int) Math.clamp(TimeUnit.NANOSECONDS.toMillis(timeoutNs), 1,
+                Integer.MAX_VALUE));
+            return true;
+        } catch (IOException e) {
+            return false;
+        }
+    }
+
     private String at() {
         return "the store at " + host + ":" + port;
     }

@@ -12,6 +12,7 @@ import java.util.concurrent.Callable;
  * {@code jccl demo}: what a newcomer runs first. Starts local ranks (4 by default) with the launcher; each runs
  * {@link DemoRank}: provider per peer, data-parallel training of a digit classifier with an allreduce per step,
  * the bit-identity and single-process checks, and a short allreduce table. Exits non-zero if any check fails.
+ * {@code --elastic} runs {@link ElasticDemo} instead: a rank killed, the survivors shrink, a replacement joins.
  */
 @Command(name = "demo", mixinStandardHelpOptions = true, sortOptions = false,
     description = {"Train a small digit classifier data-parallel on local ranks (gradients averaged with "
@@ -33,8 +34,21 @@ public final class DemoCommand implements Callable<Integer> {
         + "ranks (repeatable)")
     java.util.Map<String, String> env = new java.util.LinkedHashMap<>();
 
+    @Option(names = "--elastic", description = "elastic training: 4 ranks, one killed (kill -9) at a random step; "
+        + "the survivors shrink and train on, a replacement joins (JCCL_JOIN=1), READs the weights from a survivor "
+        + "and trains too; checks bit-identical weights and accuracy within one point of an uninterrupted run")
+    boolean elastic;
+
+    @Option(names = "--seed", paramLabel = "S", description = "with --elastic: picks the rank and the step to kill "
+        + "(default: random)")
+    Long seed;
+
     @Override
     public Integer call() throws Exception {
+        if (elastic) {
+            long s = seed != null ? seed : new java.util.Random().nextLong() & 0xFFFF;
+            return new ElasticDemo(epochs, s, timeoutSeconds, env, System.out).run();
+        }
         System.out.printf("jccl demo: %d local ranks, data-parallel training over JCCL collectives%n", ranks);
         Launcher.Builder builder = Launcher.builder().ranks(ranks).prefixOutput(true)
             .aotCache(io.jccl.tools.launcher.AotCache.fromEnvironment(System.getenv(), System.err))

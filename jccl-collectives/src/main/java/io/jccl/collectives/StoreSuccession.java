@@ -1,0 +1,318 @@
+package io.jccl.collectives;
+
+import io.jccl.collectives.store.Store;
+import io.jccl.collectives.store.StoreException;
+import io.jccl.collectives.store.TcpStore;
+import io.jccl.collectives.store.TcpStoreServer;
+import io.jccl.common.Config;
+import io.jccl.common.Log;
+
+import java.net.InetAddress;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.function.UnaryOperator;
+
+/**
+ * The stores that {@link Communicator#shrink} and {@link Communicator#agree} may decide through, in a fixed order
+ * every rank knows from the join: first the job's store (rank 0's TCP store with {@code fromEnvironment}), then a
+ * <b>standby store</b> served by each of ranks 1..K ({@code JCCL_STANDBY_STORES}, default 4). A standby is a
+ * {@link TcpStoreServer} the rank starts at creation and that holds nothing until the job's store is lost; its
+ * address (the interface that reaches the job's store) and port go through the job's store at creation, so every
+ * rank has the whole list in memory before anything fails.
+ *
+ * <p>Choosing the store, deterministically: a rank runs the agreement ({@link Shrink}) on the first store of the
+ * list that answers. A store whose process died refuses connections at once (a dead host's peers see the refusal
+ * or, on another host, no answer within {@code JCCL_PEER_TIMEOUT}), so every survivor skips the same dead stores
+ * and meets the others on the same live one; survivors' failure detectors need not agree, because a store is never
+ * skipped on suspicion, only when it does not answer. A store that dies during the agreement fails its requests;
+ * the rank moves on to the next store under the same keys. Where ranks could still end on different stores (a
+ * stopped store host that wakes just as the others gave up on it), the later store wins: before it proposes, a
+ * rank looks at the stores after its own for survivors gathering there (a marker key) and joins them instead;
+ * so a stopped rank that wakes and finds its own standby answering still meets the others' decision and is refused.
+ *
+ * <p>After a shrink the new communicator inherits the list from the store that decided onwards, the ranks
+ * renumbered and the members' standbys only: a second failure, including that of the new store's host, fails over
+ * again. Not on any hot path: the standby costs one idle selector thread and one listening socket on K ranks.
+ */
+final class StoreSuccession implements AutoCloseable {
+    /** The marker key under an agreement's prefix that says survivors gather on this store. */
+    static final String ACTIVE_KEY = "active";
+    /** Default number of standby stores (ranks 1..K). */
+    static final int DEFAULT_STANDBY_STORES = 4;
+    /** How long a look at a later store for gathering survivors may take: stores that are slower count as absent. */
+    private static final long LOOK_ABOVE_NS = TimeUnit.MILLISECONDS.toNanos(500);
+
+    /** One store of the list: who serves it (a rank of the current communicator, -1: no member), where. */
+    private static final class Candidate {
+        final int hostRank;
+        final String host;
+        final int port;
+        /** The client, opened on first use (the job's store: the communicator's own). */
+        TcpStore client;
+        /** Whether this object opened the client (and so closes it). */
+        boolean ownsClient;
+        boolean dead;
+
+        Candidate(int hostRank, String host, int port, TcpStore client, boolean ownsClient) {
+            this.hostRank = hostRank;
+            this.host = host;
+            this.port = port;
+            this.client = client;
+            this.ownsClient = ownsClient;
+        }
+
+        @Override
+        public String toString() {
+            return (hostRank < 0 ? "store" : "rank " + hostRank + "'s store") + " at " + host + ":" + port;
+        }
+    }
+
+    /** Where an agreement was decided: the decision, the list index of the store and that store (unwrapped). */
+    record Located(Shrink.Decision decision, int index, Store base) {
+    }
+
+    /** The agreement protocol on one store ({@link Shrink#decideOrMove}); null: move to a later store. */
+    interface Protocol {
+        Shrink.Decision on(Store namespaced, java.util.function.BooleanSupplier movedAbove);
+    }
+
+    private final List<Candidate> candidates;
+    private final String secret;
+    private final int rank;
+    /** This rank's standby server, or null. */
+    private TcpStoreServer server;
+
+    private StoreSuccession(List<Candidate> candidates, TcpStoreServer server, String secret, int rank) {
+        this.candidates = candidates;
+        this.server = server;
+        this.secret = secret;
+        this.rank = rank;
+    }
+
+    /** {@code JCCL_STANDBY_STORES}: how many ranks (1..K) serve a standby store; 0 turns the succession off. */
+    static int standbyStores() {
+        String v = Config.value("JCCL_STANDBY_STORES");
+        if (v == null || v.isBlank()) {
+            return DEFAULT_STANDBY_STORES;
+        }
+        try {
+            int n = Integer.parseInt(v.trim());
+            if (n >= 0) {
+                return n;
+            }
+        } catch (NumberFormatException e) {
+            // reported below
+        }
+        throw new IllegalArgumentException("JCCL_STANDBY_STORES=" + v + ": expected a count >= 0 (0: no standby "
+            + "stores; shrink and agree then need the job's store host alive)");
+    }
+
+    /**
+     * Sets up the list at a communicator's creation (every rank calls it, after the join): ranks 1..K start their
+     * standby servers and publish where they listen under {@code standby/RANK} in {@code store} (the communicator's
+     * namespace); every rank reads the K addresses. {@code primary} is the job's store client.
+     */
+    static StoreSuccession start(TcpStore primary, Store store, int rank, int size, int standbyCount, String secret,
+                                 long deadlineNs) {
+        int hosts = Math.min(standbyCount, size - 1);
+        TcpStoreServer server = null;
+        try {
+            if (rank >= 1 && rank <= hosts) {
+                InetAddress local = primary.localAddress();
+                String address = local == null ? primary.host() : local.getHostAddress();
+                server = TcpStoreServer.forStore(address, 0, Config.value("JCCL_STORE_BIND"),
+                    TcpStoreServer.Settings.fromConfig().withSecret(secret));
+                store.setString("standby/" + rank, address + " " + server.port(), remaining(deadlineNs));
+            }
+            List<Candidate> list = new ArrayList<>();
+            list.add(new Candidate(0, primary.host(), primary.port(), primary, false));
+            for (int h = 1; h <= hosts; h++) {
+                String[] f = store.getString("standby/" + h, remaining(deadlineNs)).split(" ");
+                list.add(new Candidate(h, f[0], Integer.parseInt(f[1]), null, false));
+            }
+            return new StoreSuccession(list, server, secret, rank);
+        } catch (RuntimeException e) {
+            if (server != null) {
+                server.close();
+            }
+            throw e;
+        }
+    }
+
+    /**
+     * Runs {@code protocol} on the first store of the list that answers and returns where it decided. A store that
+     * refuses connections, does not answer within {@code peerTimeoutNs}, or fails a request is marked dead and the
+     * next one is tried; {@code namespace} wraps a store into the communicator's namespace (sealing included).
+     *
+     * @throws CollectiveException when no store of the list answers
+     */
+    Located decide(String what, Protocol protocol, UnaryOperator<Store> namespace, String prefix, long peerTimeoutNs,
+                   long deadlineNs) {
+        Log log = Log.get();
+        int i = 0;
+        while (i < candidates.size()) {
+            Candidate c = candidates.get(i);
+            if (c.dead || System.nanoTime() - deadlineNs > 0) {
+                i++;
+                continue;
+            }
+            TcpStore base = open(c, Math.min(peerTimeoutNs, remaining(deadlineNs)));
+            if (base == null) {
+                c.dead = true;
+                int at = i;
+                log.warn(rank, Log.Subsys.INIT, what + ": " + c + " does not answer; trying the next store of the "
+                    + "succession (" + (at + 1 < candidates.size() ? candidates.get(at + 1) : "none left") + ")");
+                i++;
+                continue;
+            }
+            int index = i;
+            int[] above = {-1};
+            try {
+                Shrink.Decision d = protocol.on(namespace.apply(base), () -> {
+                    above[0] = gatheringAbove(index, namespace, prefix);
+                    return above[0] >= 0;
+                });
+                if (d != null) {
+                    if (index > 0) {
+                        log.info(rank, Log.Subsys.INIT, () -> what + " decided through " + c + " (standby store)");
+                    }
+                    return new Located(d, index, base);
+                }
+                int to = above[0];
+                log.info(rank, Log.Subsys.INIT, () -> what + ": survivors gather on " + candidates.get(to)
+                    + ", after " + c + " in the succession: joining them there");
+                i = to;
+            } catch (StoreException e) {
+                c.dead = true;
+                log.warn(rank, Log.Subsys.INIT, what + ": " + c + " failed during the agreement (" + e.getMessage()
+                    + "); trying the next store of the succession");
+                i++;
+            }
+        }
+        throw new CollectiveException("rank " + rank + ": " + what + " found no live store to agree through: the "
+            + "job's store and every standby store (" + candidates + ") refused or did not answer within "
+            + TimeUnit.NANOSECONDS.toMillis(peerTimeoutNs) + " ms (JCCL_PEER_TIMEOUT); JCCL_STANDBY_STORES sets "
+            + "how many ranks serve one");
+    }
+
+    /** The latest store after {@code index} where survivors gather under {@code prefix}, or -1. */
+    private int gatheringAbove(int index, UnaryOperator<Store> namespace, String prefix) {
+        int found = -1;
+        for (int j = index + 1; j < candidates.size(); j++) {
+            Candidate c = candidates.get(j);
+            if (c.dead) {
+                continue;
+            }
+            TcpStore base = open(c, LOOK_ABOVE_NS);
+            if (base == null) {
+                continue; // not marked dead: it was only a short look
+            }
+            try {
+                if (namespace.apply(base).check(prefix + ACTIVE_KEY, LOOK_ABOVE_NS)) {
+                    found = j;
+                }
+            } catch (StoreException e) {
+                // slow or gone: not where the others gather
+            }
+        }
+        return found;
+    }
+
+    /** The candidate's client if something accepts connections there, else null (opening it when needed). */
+    private TcpStore open(Candidate c, long timeoutNs) {
+        if (!TcpStore.reachable(c.host, c.port, timeoutNs)) {
+            return null;
+        }
+        if (c.client == null) {
+            try {
+                c.client = new TcpStore(c.host, c.port, false, timeoutNs, secret);
+                c.ownsClient = true;
+            } catch (StoreException e) {
+                return null; // accepted the connection but no handshake within the time: a stopped process
+            }
+        }
+        return c.client;
+    }
+
+    /**
+     * The list for the communicator a shrink decided at {@code index} with {@code members} (old ranks, ascending):
+     * that store first, then the later ones whose hosts are members, renumbered. This rank's server and the clients
+     * go with it; this object is left empty.
+     */
+    StoreSuccession handOn(int index, int[] members) {
+        List<Candidate> next = new ArrayList<>();
+        for (int j = index; j < candidates.size(); j++) {
+            Candidate c = candidates.get(j);
+            int newHost = c.hostRank < 0 ? -1 : Arrays.binarySearch(members, c.hostRank);
+            if (j > index && newHost < 0) { // not c.dead: that is this rank's view, and the lists must agree
+                continue;
+            }
+            next.add(new Candidate(Math.max(-1, newHost), c.host, c.port, c.client, c.ownsClient));
+            c.ownsClient = false;
+        }
+        StoreSuccession s = new StoreSuccession(next, server, secret, Arrays.binarySearch(members, rank));
+        server = null;
+        return s;
+    }
+
+    /** The list as {@code hostRank@host:port,...}, for a joining process ({@link #fromDescription}). */
+    String describe() {
+        StringBuilder sb = new StringBuilder();
+        for (Candidate c : candidates) {
+            if (!sb.isEmpty()) {
+                sb.append(',');
+            }
+            sb.append(c.hostRank).append('@').append(c.host).append(':').append(c.port);
+        }
+        return sb.toString();
+    }
+
+    /**
+     * The list a joining process received from the survivors ({@link #describe}); {@code joinedThrough} is the
+     * client it joined with, used for the store at the same address.
+     */
+    static StoreSuccession fromDescription(String description, TcpStore joinedThrough, int rank, String secret) {
+        List<Candidate> list = new ArrayList<>();
+        for (String item : description.split(",")) {
+            int at = item.indexOf('@');
+            int colon = item.lastIndexOf(':');
+            String host = item.substring(at + 1, colon);
+            int port = Integer.parseInt(item.substring(colon + 1));
+            boolean same = port == joinedThrough.port() && host.equals(joinedThrough.host());
+            list.add(new Candidate(Integer.parseInt(item.substring(0, at)), host, port, same ? joinedThrough : null,
+                false));
+        }
+        return new StoreSuccession(list, null, secret, rank);
+    }
+
+    /** The store the list starts with, unwrapped (the one a communicator created by a shrink joined through). */
+    Store first() {
+        return candidates.get(0).client;
+    }
+
+    /** Closes this rank's standby server and the clients this object opened. */
+    @Override
+    public void close() {
+        for (Candidate c : candidates) {
+            if (c.ownsClient && c.client != null) {
+                c.client.close();
+                c.ownsClient = false;
+            }
+        }
+        if (server != null) {
+            server.close();
+            server = null;
+        }
+    }
+
+    @Override
+    public String toString() {
+        return candidates.toString();
+    }
+
+    private static long remaining(long deadlineNs) {
+        return Math.max(1, deadlineNs - System.nanoTime());
+    }
+}

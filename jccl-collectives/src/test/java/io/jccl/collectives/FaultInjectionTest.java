@@ -1,0 +1,154 @@
+package io.jccl.collectives;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.TreeSet;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Randomised fault injection: ranks as separate JVMs run random collectives ({@link FaultInjectionMain}), checked
+ * against a reference; the test kills a random rank (rank 0, the store's host, included) at a random moment, and in
+ * a third of the trials a second rank 0-400 ms later (often during the first recovery). Every trial checks: no hang
+ * (every survivor exits within 90 s), no wrong result (a rank exits 2 on one), every survivor exits 0 and prints the
+ * same member list, and that list is exactly the ranks that finished (the agreement invariants).
+ *
+ * <p>In CI a modest run: 2 trials of 4 ranks over shm0. {@code scripts/fault-injection.sh} runs more through the
+ * environment: JCCL_FI_TRIALS (per case), JCCL_FI_RANKS (e.g. "4 8"), JCCL_FI_TRANSPORT (shm0, tcp0), JCCL_FI_SEED.
+ */
+class FaultInjectionTest {
+    private static final Pattern DONE = Pattern.compile("DONE rank (\\d+) members \\[([\\d, ]*)\\] agreed (-?\\d+)");
+    private static final Pattern RECOVERED = Pattern.compile("RECOVERED rank \\d+ members .* at (\\d+)");
+
+    /** Beyond the suite's 120 s default: the script's runs take long; every wait of a trial is bounded (90 s). */
+    @Test
+    @Timeout(value = 12, unit = TimeUnit.HOURS)
+    void randomKillsLeaveSurvivorsThatAgreeAndComputeRightResults() throws Exception {
+        int trials = Integer.parseInt(env("JCCL_FI_TRIALS", "2"));
+        String transport = env("JCCL_FI_TRANSPORT", "shm0");
+        long baseSeed = Long.parseLong(env("JCCL_FI_SEED", Long.toString(System.nanoTime() & 0xFFFFFF)));
+        List<String> failures = new ArrayList<>();
+        for (String ranks : env("JCCL_FI_RANKS", "4").trim().split("\\s+")) {
+            int n = Integer.parseInt(ranks);
+            List<Long> recoveryMs = new ArrayList<>();
+            int ok = 0;
+            for (int t = 0; t < trials; t++) {
+                long seed = baseSeed + 1000L * n + t;
+                String failure = trial(n, transport, seed, recoveryMs);
+                if (failure == null) {
+                    ok++;
+                } else {
+                    failures.add(n + " ranks, seed " + seed + ": " + failure);
+                }
+            }
+            recoveryMs.sort(null);
+            System.out.println("fault injection over " + transport + ", " + n + " ranks: " + trials + " trials, " + ok
+                + " passed, " + (trials - ok) + " failed; kill -> first working shrunk communicator (ms): median "
+                + (recoveryMs.isEmpty() ? "-" : recoveryMs.get(recoveryMs.size() / 2)) + ", max "
+                + (recoveryMs.isEmpty() ? "-" : recoveryMs.getLast()) + " (seeds from " + baseSeed + ")");
+        }
+        assertTrue(failures.isEmpty(), String.join("\n\n", failures));
+    }
+
+    /** One trial; null when every check passed, else what failed (with the outputs). */
+    private static String trial(int n, String transport, long seed, List<Long> recoveryMs) throws Exception {
+        SplittableRandom random = new SplittableRandom(seed);
+        int victim = random.nextInt(n);
+        long delayMs = random.nextInt(500);
+        int second = random.nextInt(3) == 0 ? (victim + 1 + random.nextInt(n - 1)) % n : -1;
+        long secondDelayMs = random.nextInt(400);
+        try (MultiProcessTest.Job job = new MultiProcessTest.Job(n, "fault", Map.of("JCCL_TRANSPORT", transport,
+            "JCCL_PEER_TIMEOUT", "5s"), true, Long.toString(seed))) {
+            long startMs = System.currentTimeMillis();
+            for (int r = 0; r < n; r++) {
+                if (!job.waitForLine(r, "RUNNING", 90_000)) {
+                    return "rank " + r + " did not start:\n" + job.out(r);
+                }
+            }
+            Thread.sleep(delayMs);
+            long killMs = System.currentTimeMillis();
+            job.processes.get(victim).destroyForcibly();
+            if (second >= 0) {
+                Thread.sleep(secondDelayMs);
+                job.processes.get(second).destroyForcibly();
+            }
+            TreeSet<Integer> finished = new TreeSet<>();
+            String list = null;
+            StringBuilder problems = new StringBuilder();
+            for (int r = 0; r < n; r++) {
+                Process p = job.processes.get(r);
+                boolean killed = r == victim || r == second;
+                if (!p.waitFor(90, TimeUnit.SECONDS)) {
+                    problems.append("HANG: rank ").append(r).append(" still running after 90 s\n");
+                    continue;
+                }
+                Thread.sleep(50); // its last lines
+                Matcher m = DONE.matcher(job.out(r));
+                if (m.find()) {
+                    finished.add(r);
+                    if (list == null) {
+                        list = m.group(2);
+                    } else if (!list.equals(m.group(2))) {
+                        problems.append("DISAGREEMENT: rank ").append(r).append(" ended with members [")
+                            .append(m.group(2)).append("], another with [").append(list).append("]\n");
+                    }
+                    if (!m.group(3).equals("1")) {
+                        problems.append("rank ").append(r).append(" agreed ").append(m.group(3)).append(", not 1\n");
+                    }
+                } else if (!killed) {
+                    problems.append(job.out(r).contains("WRONG") ? "WRONG RESULT" : "FAILED").append(": rank ")
+                        .append(r).append(" exited ").append(p.exitValue()).append(" without DONE\n");
+                }
+                if (!killed && p.exitValue() != 0) {
+                    problems.append("rank ").append(r).append(" exited ").append(p.exitValue()).append('\n');
+                }
+            }
+            if (System.getenv("JCCL_FI_VERBOSE") != null) {
+                System.out.println("trial " + seed + ": started in " + (killMs - startMs) + " ms, all exited "
+                    + (System.currentTimeMillis() - killMs) + " ms after the kill");
+            }
+            String expected = finished.toString().replaceAll("[\\[\\]]", "");
+            if (list != null && !list.equals(expected)) {
+                problems.append("the member list [").append(list).append("] is not the ranks that finished [")
+                    .append(expected).append("]\n");
+            }
+            // recovered when the last survivor has a working shrunk communicator (its first RECOVERED line)
+            long last = -1;
+            for (int r : finished) {
+                Matcher m = RECOVERED.matcher(job.out(r));
+                if (m.find()) {
+                    last = Math.max(last, Long.parseLong(m.group(1)));
+                }
+            }
+            if (last >= 0) {
+                recoveryMs.add(last - killMs);
+            }
+            if (problems.isEmpty()) {
+                return null;
+            }
+            StringBuilder outputs = new StringBuilder("victim " + victim + " after " + delayMs + " ms"
+                + (second >= 0 ? ", then " + second + " after " + secondDelayMs + " ms" : "") + ":\n" + problems);
+            for (int r = 0; r < n; r++) {
+                outputs.append("--- rank ").append(r).append(":\n").append(tail(job.out(r))).append('\n');
+            }
+            return outputs.toString();
+        }
+    }
+
+    private static String tail(String text) {
+        return text.length() <= 4000 ? text : "..." + text.substring(text.length() - 4000);
+    }
+
+    private static String env(String name, String fallback) {
+        String v = System.getenv(name);
+        return v == null || v.isBlank() ? fallback : v;
+    }
+}
