@@ -1,6 +1,7 @@
 package io.jccl.services.checkpoint;
 
 import io.jccl.collectives.store.FileStore;
+import io.jccl.common.testing.ChildJvm;
 import io.jccl.services.transfer.LocalSegment;
 import io.jccl.services.transfer.TransferEngine;
 import io.jccl.services.transfer.TransferSettings;
@@ -10,16 +11,12 @@ import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -34,41 +31,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class CheckpointFailureTest {
     private static final ShardLayout LAYOUT = new ShardLayout(2 << 20, 4, 1);
 
-    private static final class Agent implements AutoCloseable {
-        final Process process;
-        final List<String> lines = new CopyOnWriteArrayList<>();
-
-        Agent(Path store, String transport, Path checkpoints, long bytesPerSecond) throws IOException {
-            String java = ProcessHandle.current().info().command().orElse("java");
-            process = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-XX:+UseSerialGC", "-Xmx256m",
-                "-cp", System.getProperty("java.class.path"), CheckpointAgentChild.class.getName(), store.toString(),
-                transport, checkpoints.toString(), Long.toString(bytesPerSecond)).redirectErrorStream(true).start();
-            Thread.ofVirtual().start(() -> {
-                try (BufferedReader in = new BufferedReader(new InputStreamReader(process.getInputStream(),
-                    StandardCharsets.UTF_8))) {
-                    String line;
-                    while ((line = in.readLine()) != null) {
-                        lines.add(line);
-                    }
-                } catch (IOException ignored) {
-                    // gone
-                }
-            });
-        }
-
-        void waitReady() throws InterruptedException {
-            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            while (lines.stream().noneMatch(l -> l.startsWith("READY"))) {
-                assertTrue(System.nanoTime() < until, "agent never got ready: " + lines);
-                assertTrue(process.isAlive(), "agent exited: " + lines);
-                Thread.sleep(10);
-            }
-        }
-
-        @Override
-        public void close() {
-            process.destroyForcibly();
-        }
+    /** The checkpoint agent in a child JVM, persisting at most {@code bytesPerSecond} (0: no limit). */
+    private static ChildJvm agent(Path store, String transport, Path checkpoints, long bytesPerSecond)
+        throws IOException {
+        return ChildJvm.start(CheckpointAgentChild.class, store.toString(), transport, checkpoints.toString(),
+            Long.toString(bytesPerSecond));
     }
 
     /** Writes step {@code step}'s state durably as the agent would, without an agent. */
@@ -88,14 +55,14 @@ class CheckpointFailureTest {
         Path stepTwo = checkpoints.resolve("step-0000000000000002");
         Files.createDirectories(tmp.resolve("store1"));
         // 2 MiB at 256 KiB/s: the agent is killed seconds before it could finish step 2.
-        try (Agent agent = new Agent(tmp.resolve("store1"), transport, checkpoints, 256 << 10);
+        try (ChildJvm agent = agent(tmp.resolve("store1"), transport, checkpoints, 256 << 10);
              FileStore store = new FileStore(tmp.resolve("store1"));
              TransferEngine engine = TransferEngine.create(store, 0, 2, Jobs.options(transport),
                  TransferSettings.defaults());
              CheckpointClient client = CheckpointClient.open(engine, "default", LAYOUT, 0, Jobs.TIMEOUT);
              LocalSegment state = engine.registerSegment("state", LAYOUT.totalBytes())) {
-            agent.waitReady();
-            assertTrue(agent.lines.contains("READY durable=1"), agent.lines.toString());
+            agent.awaitLine(l -> l.startsWith("READY"), "READY", 60);
+            assertTrue(agent.lines().contains("READY durable=1"), agent.lines().toString());
             Jobs.fill(state.memory(), 0, 0, LAYOUT.totalBytes(), 2);
             client.stage(2, state);
             Path shard = stepTwo.resolve("shard-00000-of-00001.bin");
@@ -104,8 +71,8 @@ class CheckpointFailureTest {
                 assertTrue(System.nanoTime() < until, "the agent never started persisting step 2");
                 Thread.sleep(5);
             }
-            agent.process.destroyForcibly(); // SIGKILL
-            assertTrue(agent.process.waitFor(30, TimeUnit.SECONDS));
+            agent.process().destroyForcibly(); // SIGKILL
+            assertTrue(agent.process().waitFor(30, TimeUnit.SECONDS));
             assertFalse(Files.exists(stepTwo.resolve(CheckpointDirectory.MANIFEST)), "killed too late: step 2 "
                 + "completed");
             // The rank's next call fails with the agent named, within the job's timeout (never a hang).
@@ -122,13 +89,13 @@ class CheckpointFailureTest {
 
         // A restarted agent (a new job) removes the partial directory and serves step 1.
         Files.createDirectories(tmp.resolve("store2"));
-        try (Agent agent = new Agent(tmp.resolve("store2"), transport, checkpoints, 0);
+        try (ChildJvm agent = agent(tmp.resolve("store2"), transport, checkpoints, 0);
              FileStore store = new FileStore(tmp.resolve("store2"));
              TransferEngine engine = TransferEngine.create(store, 0, 2, Jobs.options(transport),
                  TransferSettings.defaults());
              CheckpointClient client = CheckpointClient.open(engine, "default", LAYOUT, 0, Jobs.TIMEOUT);
              LocalSegment state = engine.registerSegment("state", LAYOUT.totalBytes())) {
-            agent.waitReady();
+            agent.awaitLine(l -> l.startsWith("READY"), "READY", 60);
             assertFalse(Files.exists(stepTwo), "partial step 2 removed at start");
             assertEquals(1, client.restore(state, 0));
             assertEquals(-1, Jobs.mismatch(state.memory(), 0, 0, LAYOUT.totalBytes(), 1));

@@ -1,22 +1,19 @@
 package io.jccl.services.ingest;
 
+import io.jccl.common.testing.ChildJvm;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLongArray;
@@ -34,52 +31,15 @@ class IngestKillTest {
     static final java.util.concurrent.Executor THREADS = java.util.concurrent.Executors.newThreadPerTaskExecutor(
         Thread.ofPlatform().daemon().factory());
 
-    private static final class Child implements AutoCloseable {
-        final Process process;
-        final List<String> lines = new CopyOnWriteArrayList<>();
+    /** The consumer in a child JVM (C1 only: it starts sooner, and the test measures nothing). */
+    private static ChildJvm consumer(Path dir, String device, int port) throws java.io.IOException {
+        return ChildJvm.start(List.of("-XX:TieredStopAtLevel=1"), IngestConsumerChild.class, dir.toString(), device,
+            Integer.toString(port));
+    }
 
-        Child(Path dir, String device, int port) throws IOException {
-            String java = ProcessHandle.current().info().command().orElse("java");
-            process = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-XX:+UseSerialGC", "-Xmx256m",
-                "-XX:TieredStopAtLevel=1", "-cp", System.getProperty("java.class.path"),
-                IngestConsumerChild.class.getName(), dir.toString(), device, Integer.toString(port))
-                .redirectErrorStream(true).start();
-            Thread.ofVirtual().start(() -> {
-                try (BufferedReader in = new BufferedReader(new InputStreamReader(process.getInputStream(),
-                    StandardCharsets.UTF_8))) {
-                    String line;
-                    while ((line = in.readLine()) != null) {
-                        lines.add(line);
-                    }
-                } catch (IOException ignored) {
-                    // gone
-                }
-            });
-        }
-
-        int awaitReady() throws InterruptedException {
-            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            while (true) {
-                for (String line : lines) {
-                    if (line.startsWith("READY ")) {
-                        return Integer.parseInt(line.substring(6));
-                    }
-                }
-                assertTrue(System.nanoTime() < until, "consumer never got ready: " + lines);
-                assertTrue(process.isAlive(), "consumer exited: " + lines);
-                Thread.sleep(10);
-            }
-        }
-
-        void kill() throws InterruptedException {
-            process.destroyForcibly(); // SIGKILL
-            assertTrue(process.waitFor(20, TimeUnit.SECONDS));
-        }
-
-        @Override
-        public void close() {
-            process.destroyForcibly();
-        }
+    /** Waits for the consumer's "READY port" line; returns the port. */
+    private static int awaitReady(ChildJvm child) throws InterruptedException {
+        return Integer.parseInt(child.awaitLine(l -> l.startsWith("READY "), "READY", 60).substring(6));
     }
 
     @ParameterizedTest
@@ -89,9 +49,9 @@ class IngestKillTest {
         int producers = 2;
         long step = 60;
         int kills = 1;
-        Child child = new Child(dir, device, 0);
+        ChildJvm child = consumer(dir, device, 0);
         try {
-            int port = child.awaitReady();
+            int port = awaitReady(child);
             IngestSettings s = IngestRingTest.settings(device, dir).withTimes(10, 2000, 30_000);
             InetSocketAddress address = new InetSocketAddress(InetAddress.getLoopbackAddress(), port);
             AtomicLongArray acknowledged = new AtomicLongArray(producers);
@@ -124,8 +84,8 @@ class IngestKillTest {
                 for (int id = 0; id < producers; id++) {
                     ackedAtKill[id] = acknowledged.get(id);
                 }
-                child = new Child(dir, device, port);
-                child.awaitReady();
+                child = consumer(dir, device, port);
+                awaitReady(child);
             }
             stop.set(true);
             long[] appended = new long[producers];

@@ -1,21 +1,15 @@
 package io.jccl.services.kvcache;
 
 import io.jccl.collectives.store.FileStore;
+import io.jccl.common.testing.ChildJvm;
 import io.jccl.services.transfer.TransferEngine;
 import io.jccl.services.transfer.TransferSettings;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-import java.io.BufferedReader;
-import java.io.IOException;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.List;
-import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -31,58 +25,16 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class KvCacheMultiProcessTest {
     private static final Duration WAIT = Duration.ofSeconds(20);
 
-    private static final class Child implements AutoCloseable {
-        final Process process;
-        final List<String> lines = new CopyOnWriteArrayList<>();
-
-        Child(Path store, String transport, String role) throws IOException {
-            String java = ProcessHandle.current().info().command().orElse("java");
-            process = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-XX:+UseSerialGC", "-Xmx256m",
-                "-cp", System.getProperty("java.class.path"), KvCacheChild.class.getName(), store.toString(),
-                transport, role).redirectErrorStream(true).start();
-            Thread.ofVirtual().start(() -> {
-                try (BufferedReader in = new BufferedReader(new InputStreamReader(process.getInputStream(),
-                    StandardCharsets.UTF_8))) {
-                    String line;
-                    while ((line = in.readLine()) != null) {
-                        lines.add(line);
-                    }
-                } catch (IOException ignored) {
-                    // gone
-                }
-            });
-        }
-
-        void waitFor(String line) throws InterruptedException {
-            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            while (!lines.contains(line)) {
-                assertTrue(System.nanoTime() < until, "child never printed " + line + ": " + lines);
-                assertTrue(process.isAlive() || lines.contains(line), "child exited: " + lines);
-                Thread.sleep(10);
-            }
-        }
-
-        void kill() throws InterruptedException {
-            process.destroyForcibly();
-            assertTrue(process.waitFor(30, TimeUnit.SECONDS));
-        }
-
-        @Override
-        public void close() {
-            process.destroyForcibly();
-        }
-    }
-
     @ParameterizedTest
     @ValueSource(strings = {"shm0", "tcp0"})
     void shouldSendBetweenProcessesAndFailRequestsToAKilledReceiver(String transport, @TempDir Path dir)
         throws Exception {
-        try (Child child = new Child(dir, transport, "decode");
+        try (ChildJvm child = ChildJvm.start(KvCacheChild.class, dir.toString(), transport, "decode");
              FileStore store = new FileStore(dir);
              TransferEngine engine = TransferEngine.create(store, 0, 2, KvPair.options(transport),
                  TransferSettings.defaults());
              KvBlockPool pool = KvBlockPool.register(engine, "parent", KvPair.LAYOUT, 16)) {
-            child.waitFor("READY");
+            child.awaitLine("READY");
             try (KvCacheSender sender = KvCacheSender.open(engine, "mp", pool, WAIT)) {
                 // 6 requests of 3 blocks through a receiver of 8: the later ones reuse returned blocks.
                 for (int id = 1; id <= 6; id++) {
@@ -92,8 +44,8 @@ class KvCacheMultiProcessTest {
                     }
                     sender.send(id, table, 3, 6, WAIT);
                 }
-                child.waitFor("OK 6");
-                assertFalse(child.lines.stream().anyMatch(l -> l.startsWith("BAD")), child.lines.toString());
+                child.awaitLine("OK 6");
+                assertFalse(child.lines().stream().anyMatch(l -> l.startsWith("BAD")), child.lines().toString());
                 child.kill();
                 // Every request from now on fails with the receiver named, at submit (no blocks come back from a
                 // dead receiver) or when awaited; none hangs.
@@ -117,7 +69,7 @@ class KvCacheMultiProcessTest {
     @ValueSource(strings = {"shm0", "tcp0"})
     void shouldStopWaitingForARequestWhenItsSenderIsKilled(String transport, @TempDir Path dir) throws Exception {
         try (FileStore store = new FileStore(dir);
-             Child child = new Child(dir, transport, "prefill");
+             ChildJvm child = ChildJvm.start(KvCacheChild.class, dir.toString(), transport, "prefill");
              TransferEngine engine = TransferEngine.create(store, 0, 2, KvPair.options(transport),
                  TransferSettings.defaults());
              KvCacheReceiver receiver = KvCacheReceiver.create(engine, "mp", KvPair.LAYOUT, 8)) {
@@ -125,7 +77,7 @@ class KvCacheMultiProcessTest {
             assertEquals(1, r.senderRank());
             assertEquals(5, r.tokens());
             assertTrue(KvData.verify(r, KvPair.LAYOUT.blockBytes()));
-            child.waitFor("SENT 1");
+            child.awaitLine("SENT 1");
             child.kill();
             KvCacheException gone = assertThrows(KvCacheException.class, () -> receiver.await(2, WAIT));
             assertTrue(gone.getMessage().contains("sender is gone") && gone.getMessage().contains("rank 1"),

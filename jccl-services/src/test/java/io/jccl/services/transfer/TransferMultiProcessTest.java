@@ -1,18 +1,14 @@
 package io.jccl.services.transfer;
 
 import io.jccl.collectives.store.FileStore;
+import io.jccl.common.testing.ChildJvm;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-import java.io.BufferedReader;
-import java.io.IOException;
-import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.List;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -21,51 +17,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** Rank 0 here, rank 1 in a child JVM ({@link TransferChild}): transfers between processes, and a peer killed. */
 class TransferMultiProcessTest {
-    private static final class Child implements AutoCloseable {
-        final Process process;
-        final List<String> lines = new CopyOnWriteArrayList<>();
-
-        Child(Path store, String transport, String mode) throws IOException {
-            String java = ProcessHandle.current().info().command().orElse("java");
-            process = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-XX:+UseSerialGC", "-Xmx256m",
-                "-cp", System.getProperty("java.class.path"), TransferChild.class.getName(), store.toString(),
-                transport, mode).redirectErrorStream(true).start();
-            Thread.ofVirtual().start(() -> {
-                try (BufferedReader in = new BufferedReader(new InputStreamReader(process.getInputStream(),
-                    StandardCharsets.UTF_8))) {
-                    String line;
-                    while ((line = in.readLine()) != null) {
-                        lines.add(line);
-                    }
-                } catch (IOException ignored) {
-                    // gone
-                }
-            });
-        }
-
-        void waitFor(String line) throws InterruptedException {
-            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            while (!lines.contains(line)) {
-                assertTrue(System.nanoTime() < until, "child never printed " + line + ": " + lines);
-                assertTrue(process.isAlive() || lines.contains(line), "child exited: " + lines);
-                Thread.sleep(10);
-            }
-        }
-
-        @Override
-        public void close() {
-            process.destroyForcibly();
-        }
-    }
-
     @ParameterizedTest
     @ValueSource(strings = {"shm0", "tcp0"})
     void shouldTransferBetweenProcessesAndNotifyAfterLanding(String transport, @TempDir Path dir) throws Exception {
-        try (Child child = new Child(dir, transport, "verify");
+        try (ChildJvm child = ChildJvm.start(TransferChild.class, dir.toString(), transport, "verify");
              FileStore store = new FileStore(dir);
              TransferEngine engine = TransferEngine.create(store, 0, 2, Engines.options(transport),
                  TransferSettings.defaults())) {
-            child.waitFor("READY");
+            child.awaitLine("READY");
             LocalSegment src = engine.registerSegment("parent", 16 << 20);
             LocalSegment back = engine.registerSegment("back", 16 << 20);
             RemoteSegment remote = engine.openSegment("child", Duration.ofSeconds(20));
@@ -78,7 +37,7 @@ class TransferMultiProcessTest {
                     b.notify((size + " " + offset + " " + Engines.crc(src.memory(), offset, size))
                         .getBytes(StandardCharsets.UTF_8));
                     assertTrue(b.submit().await(), b.toString());
-                    child.waitFor("VERIFIED " + size);
+                    child.awaitLine("VERIFIED " + size);
                     b.clear();
                     b.read(back, offset, remote, offset, size);
                     assertTrue(b.submit().await(), b.toString());
@@ -89,9 +48,9 @@ class TransferMultiProcessTest {
                 b.notify("bye".getBytes(StandardCharsets.UTF_8));
                 assertTrue(b.submit().await(), b.toString());
             }
-            child.waitFor("BYE");
-            assertTrue(child.process.waitFor(30, TimeUnit.SECONDS));
-            assertFalse(child.lines.stream().anyMatch(l -> l.startsWith("MISMATCH")), child.lines.toString());
+            child.awaitLine("BYE");
+            assertTrue(child.process().waitFor(30, TimeUnit.SECONDS));
+            assertFalse(child.lines().stream().anyMatch(l -> l.startsWith("MISMATCH")), child.lines().toString());
         }
     }
 
@@ -99,11 +58,11 @@ class TransferMultiProcessTest {
     @ValueSource(strings = {"shm0", "tcp0"})
     void shouldFailTransfersToAKilledPeerWithThePeerNamedAndNeverHang(String transport, @TempDir Path dir)
         throws Exception {
-        try (Child child = new Child(dir, transport, "idle");
+        try (ChildJvm child = ChildJvm.start(TransferChild.class, dir.toString(), transport, "idle");
              FileStore store = new FileStore(dir);
              TransferEngine engine = TransferEngine.create(store, 0, 2, Engines.options(transport),
                  TransferSettings.defaults())) {
-            child.waitFor("READY");
+            child.awaitLine("READY");
             LocalSegment src = engine.registerSegment("parent", 16 << 20);
             LocalSegment mine = engine.registerSegment("mine", 4096);
             RemoteSegment remote = engine.openSegment("child", Duration.ofSeconds(20));
@@ -115,7 +74,7 @@ class TransferMultiProcessTest {
                 assertTrue(b.submit().await(), b.toString());
                 // Kill the peer while batches are in flight: every batch from then on fails its transfers to rank 1
                 // with the peer named, within the deadline; the transfer to this rank's own segment still succeeds.
-                Thread.ofVirtual().start(() -> child.process.destroyForcibly());
+                Thread.ofVirtual().start(() -> child.process().destroyForcibly());
                 String failure = null;
                 for (int round = 0; round < 10_000 && failure == null; round++) {
                     b.clear();
