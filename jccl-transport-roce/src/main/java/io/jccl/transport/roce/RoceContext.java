@@ -68,6 +68,19 @@ final class RoceContext extends AbstractContext {
     private volatile boolean timerRescan;
     /** Longest the timer thread sleeps: an upper bound on how late a deadline armed during a scan is noticed. */
     private static final long TIMER_IDLE_NS = 10_000_000L;
+    /**
+     * How long the receive thread polls an empty socket before it parks in the selector: long enough to catch the
+     * next packet of a burst or the answer of a ping-pong without a wake-up (which costs milliseconds on a loaded
+     * host), short enough not to hold a core while idle.
+     */
+    private static final long RECEIVE_SPIN_NS = 50_000L;
+    /** Longest the receive thread parks: how late it notices close. */
+    private static final long RECEIVE_PARK_MS = 10;
+    /** Times the receive thread found the socket empty (it has handled everything that arrived before). */
+    private volatile long receiveDrains;
+    /** Whether the receive thread is parked on an empty socket. */
+    private volatile boolean receiveParked;
+    private final java.nio.channels.Selector selector;
 
     /** Decides whether a packet about to be sent is lost instead (loss injection in tests). */
     interface PacketFilter {
@@ -93,6 +106,10 @@ final class RoceContext extends AbstractContext {
             channel.setOption(StandardSocketOptions.SO_RCVBUF, SOCKET_BUFFER_BYTES);
             channel.setOption(StandardSocketOptions.SO_SNDBUF, SOCKET_BUFFER_BYTES);
             channel.bind(new InetSocketAddress(address, settings.port()));
+            // non-blocking: the receive thread polls, then parks in the selector (never sleeps inside receive)
+            channel.configureBlocking(false);
+            selector = java.nio.channels.Selector.open();
+            channel.register(selector, java.nio.channels.SelectionKey.OP_READ);
         } catch (IOException | RuntimeException e) {
             counterSet().close();
             throw new VerbsException(VerbsException.Reason.SYSTEM, "roce0: cannot bind UDP " + settings.address()
@@ -267,7 +284,14 @@ final class RoceContext extends AbstractContext {
         }
         packet.limit(length).position(0);
         try {
-            channel.send(packet, to);
+            // non-blocking: 0 when the send buffer is full; the datagram waits for room rather than being lost
+            for (int tries = 0; channel.send(packet, to) == 0; tries++) {
+                if (tries < 64) {
+                    Thread.onSpinWait();
+                } else {
+                    Thread.yield();
+                }
+            }
         } finally {
             packet.clear(); // flyweights use absolute indexes, which must stay below the limit
         }
@@ -276,14 +300,48 @@ final class RoceContext extends AbstractContext {
         counterSet().add(Counter.PORT_XMIT_DATA, length); // bytes, as every JCCL data counter
     }
 
+    /**
+     * Times the receive thread found its socket empty: a timer that sees this move on after its deadline knows
+     * that every ACK which arrived before the deadline has been handled.
+     */
+    long receiveDrains() {
+        return receiveDrains;
+    }
+
+    /** Whether the receive thread is parked on an empty socket (nothing arrived is left unhandled). */
+    boolean receiveParked() {
+        return receiveParked;
+    }
+
+    /** Polls the socket; spins {@link #RECEIVE_SPIN_NS} after the last datagram, then parks in the selector. */
     private void receiveLoop() {
+        long idleSinceNs = 0;
         while (!closing) {
             try {
                 rx.clear();
                 InetSocketAddress from = (InetSocketAddress) channel.receive(rx);
                 if (from != null) {
+                    idleSinceNs = 0;
                     onDatagram(from, rx.position());
+                    continue;
                 }
+                receiveDrains++; // only this thread writes it
+                long now = System.nanoTime();
+                if (idleSinceNs == 0) {
+                    idleSinceNs = now;
+                }
+                if (now - idleSinceNs < RECEIVE_SPIN_NS) {
+                    Thread.onSpinWait();
+                    continue;
+                }
+                receiveParked = true;
+                try {
+                    // the key stays in the selected set (never cleared), so selecting allocates no set entry
+                    selector.select(RECEIVE_PARK_MS);
+                } finally {
+                    receiveParked = false;
+                }
+                idleSinceNs = 0;
             } catch (ClosedChannelException e) {
                 return;
             } catch (IOException | RuntimeException e) {
@@ -348,6 +406,9 @@ final class RoceContext extends AbstractContext {
 
     private void closeQuietly() {
         try {
+            if (selector != null) {
+                selector.close();
+            }
             channel.close();
         } catch (IOException ignored) {
             // closing: nothing left to do with the socket

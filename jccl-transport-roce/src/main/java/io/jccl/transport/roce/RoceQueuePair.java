@@ -119,6 +119,15 @@ final class RoceQueuePair extends AbstractQueuePair {
     private boolean startedRetry;
     /** When the local ACK timer fires (System.nanoTime), 0 when not armed. */
     private volatile long retransmitDeadlineNs;
+    /**
+     * The context's {@link RoceContext#receiveDrains()} when the ACK timer expired, -1 while it has not: the
+     * go-back-N waits until the receive thread has handled what arrived before the expiry.
+     */
+    private long expiryDrains = -1;
+    /** When the ACK timer expired (System.nanoTime), valid while {@link #expiryDrains} is not -1. */
+    private long expiryNs;
+    /** How soon an expired ACK timer looks again whether the receive thread has caught up. */
+    private static final long EXPIRY_RECHECK_NS = 1_000_000L;
     /** When an RNR wait ends and the send queue resumes, 0 when not waiting. */
     private volatile long rnrDeadlineNs;
 
@@ -246,6 +255,7 @@ final class RoceQueuePair extends AbstractQueuePair {
             retransmitDeadlineNs = 0;
             rnrDeadlineNs = 0;
             startedRetry = false;
+            expiryDrains = -1;
         }
     }
 
@@ -528,6 +538,24 @@ final class RoceQueuePair extends AbstractQueuePair {
         }
         long retransmit = retransmitDeadlineNs;
         if (retransmit != 0 && nowNs - retransmit >= 0) {
+            // An ACK may be waiting in our own socket behind a receive thread the host has not scheduled (on a
+            // loaded host, for longer than the timer): going back N then resends what the peer has. Fire only
+            // once the receive thread has found its socket empty after the expiry; ACKs it handles meanwhile
+            // restart the timer (onProgress).
+            long drains = roce.receiveDrains();
+            if (expiryDrains == -1) {
+                expiryDrains = drains;
+                expiryNs = nowNs;
+            }
+            // bounded: a receive thread that never finds its socket empty (a peer that never pauses) waits one
+            // more timeout at most
+            if (drains == expiryDrains && !roce.receiveParked() && nowNs - expiryNs < roce.ackTimeoutNs(timeout)) {
+                long recheck = nowNs + EXPIRY_RECHECK_NS;
+                retransmitDeadlineNs = recheck == 0 ? 1 : recheck;
+                roce.timerArmed(recheck);
+                return;
+            }
+            expiryDrains = -1;
             retransmitDeadlineNs = 0;
             if (Psn.compare(sentEndPsn, Psn.next(lastAckedPsn)) > 0) {
                 context.counterSet().increment(Counter.LOCAL_ACK_TIMEOUT_ERR);
@@ -585,6 +613,7 @@ final class RoceQueuePair extends AbstractQueuePair {
         retriesLeft = retryCount;
         rnrRetriesLeft = rnrRetry;
         startedRetry = false;
+        expiryDrains = -1;
         if (Psn.compare(sentEndPsn, Psn.next(lastAckedPsn)) > 0 && timeout != 0) {
             armRetransmitTimer();
         } else {
