@@ -73,7 +73,9 @@ final class RoceContext extends AbstractContext {
      * next packet of a burst or the answer of a ping-pong without a wake-up (which costs milliseconds on a loaded
      * host), short enough not to hold a core while idle.
      */
-    private static final long RECEIVE_SPIN_NS = 50_000L;
+    private final long receiveSpinNs;
+    /** Variable that sets how long the receive thread polls an empty socket, in µs (default 50; 0 = park at once). */
+    static final String RECEIVE_SPIN_ENV = "JCCL_ROCE_RX_SPIN_US";
     /** Longest the receive thread parks: how late it notices close. */
     private static final long RECEIVE_PARK_MS = 10;
     /** Times the receive thread found the socket empty (it has handled everything that arrived before). */
@@ -129,6 +131,13 @@ final class RoceContext extends AbstractContext {
             device.guid(), 0, 0, 0, 1L << 40, 4096, 0x10000, 0x4000, 32, 65536, 1 << 20, 1 << 20, 1 << 16, 128,
             128, MAX_INLINE, AtomicCapability.ATOMIC_GLOB, List.of(new PortAttributes(1, PortState.ACTIVE,
             PathMtu.MTU_4096, mtu, LinkLayer.ETHERNET.displayName(), MAX_MESSAGE, addressText)));
+        long spinUs = io.jccl.common.Config.longValue(RECEIVE_SPIN_ENV, 50);
+        if (spinUs < 0 || spinUs > 1_000_000) {
+            closeQuietly();
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, RECEIVE_SPIN_ENV + "=" + spinUs
+                + " outside 0..1000000");
+        }
+        receiveSpinNs = spinUs * 1000;
         pKeys = settings.pKeys().stream().mapToInt(Integer::intValue).toArray();
         receiver = Thread.ofPlatform().daemon().name("jccl-roce-rx-" + localPort).start(this::receiveLoop);
         timer = Thread.ofPlatform().daemon().name("jccl-roce-timer-" + localPort).start(this::timerLoop);
@@ -313,7 +322,7 @@ final class RoceContext extends AbstractContext {
         return receiveParked;
     }
 
-    /** Polls the socket; spins {@link #RECEIVE_SPIN_NS} after the last datagram, then parks in the selector. */
+    /** Polls the socket; spins {@link #receiveSpinNs} after the last datagram, then parks in the selector. */
     private void receiveLoop() {
         long idleSinceNs = 0;
         while (!closing) {
@@ -330,7 +339,7 @@ final class RoceContext extends AbstractContext {
                 if (idleSinceNs == 0) {
                     idleSinceNs = now;
                 }
-                if (now - idleSinceNs < RECEIVE_SPIN_NS) {
+                if (now - idleSinceNs < receiveSpinNs) {
                     Thread.onSpinWait();
                     continue;
                 }
