@@ -273,6 +273,11 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     }
 
     @Override
+    public void pollerParks() {
+        io.pollerParks(); // IoDriverPolicy, rule 6
+    }
+
+    @Override
     public int progress() {
         // Completion-queue polls drive the socket too: a busy-polling application then sees ACKs and incoming
         // messages without waiting for the progress thread to wake up. The base constructor attaches this QP to its
