@@ -274,7 +274,11 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
 
     @Override
     public void pollerParks() {
-        io.pollerParks(); // IoDriverPolicy, rule 6
+        // Only a passive QP (nothing of its own outstanding: a server answering READs) is handed over; one with
+        // requests outstanding has a poller that will be back for their completions (IoDriverPolicy, rule 6).
+        if (sendHead == sendTail) {
+            io.pollerParks();
+        }
     }
 
     @Override
