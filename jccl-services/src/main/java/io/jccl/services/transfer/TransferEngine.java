@@ -15,6 +15,7 @@ import io.jccl.common.idle.BackoffIdleStrategy;
 import io.jccl.common.idle.IdleStrategy;
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.CompletionQueue;
+import io.jccl.verbs.DeviceAttributes;
 import io.jccl.verbs.Endpoint;
 import io.jccl.verbs.MemoryRegion;
 import io.jccl.verbs.QueuePair;
@@ -1256,9 +1257,20 @@ public final class TransferEngine implements AutoCloseable {
         }
     }
 
-    private void toReadyToSend(QueuePair qp, Endpoint remote) {
-        qp.modify(QueuePairAttributes.toReadyToReceive(remote));
-        qp.modify(QueuePairAttributes.toReadyToSend(qp.initialPsn()).linkTimeoutNs(options.peerTimeoutNs()));
+    private static void toReadyToSend(DeviceResources d, QueuePair qp, Endpoint remote, long peerTimeoutNs) {
+        // READs in flight per queue pair: the verbs default (16) made a batch of 256 lookups 8+ round trips per QP
+        // over tcp0; ask for as many as the send queue holds and the device allows (both directions).
+        int depth = readDepth(d);
+        qp.modify(QueuePairAttributes.toReadyToReceive(remote).maxDestRdAtomic(depth));
+        qp.modify(QueuePairAttributes.toReadyToSend(qp.initialPsn()).maxRdAtomic(depth)
+            .linkTimeoutNs(peerTimeoutNs));
+    }
+
+    /** READs/atomics in flight per queue pair: the send depth, capped by the device's max_qp_rd_atom/init_rd_atom. */
+    static int readDepth(DeviceResources d) {
+        DeviceAttributes a = d.context().query();
+        int depth = Math.min(SEND_DEPTH, Math.min(a.maxQueuePairReadAtomic(), a.maxQueuePairInitiatorReadAtomic()));
+        return Math.max(1, depth);
     }
 
     /**
@@ -1351,7 +1363,7 @@ public final class TransferEngine implements AutoCloseable {
                     for (int s = 0; s < RECEIVE_DEPTH; s++) {
                         postReceive(link, peer, k, s);
                     }
-                    toReadyToSend(qps[k], Endpoint.decode(endpoints[k]));
+                    toReadyToSend(d, qps[k], Endpoint.decode(endpoints[k]), options.peerTimeoutNs());
                     mine.append(k == 0 ? "" : " ").append(qps[k].localEndpoint().encode());
                 }
                 InLink old = in[peer];
@@ -1464,7 +1476,8 @@ public final class TransferEngine implements AutoCloseable {
                     + " queue pairs for " + link.qps.length);
             }
             for (int k = 0; k < link.qps.length; k++) {
-                toReadyToSend(link.qps[k], Endpoint.decode(endpoints[k]));
+                toReadyToSend(devices[link.device], link.qps[k], Endpoint.decode(endpoints[k]),
+                    options.peerTimeoutNs());
             }
             link.state = OutLink.CONNECTED;
             pump();
@@ -1584,6 +1597,17 @@ public final class TransferEngine implements AutoCloseable {
             OutLink link = out[peer];
             return link == null ? new long[settings.queuePairsPerPeer()]
                 : java.util.Arrays.copyOf(link.posted, settings.queuePairsPerPeer());
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** READs/atomics each queue pair to {@code peer} may have in flight (its max_rd_atomic; 0 unconnected; tests). */
+    int readDepthTo(int peer) {
+        lock.lock();
+        try {
+            OutLink link = out[peer];
+            return link == null || link.qps.length == 0 ? 0 : link.qps[0].query().maxRdAtomic();
         } finally {
             lock.unlock();
         }

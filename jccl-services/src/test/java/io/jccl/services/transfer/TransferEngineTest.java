@@ -158,6 +158,8 @@ class TransferEngineTest {
                     total += n;
                 }
                 assertEquals(256, total);
+                // READs in flight per queue pair: the device's limit (tcp0 128, shm0 16), not the verbs default 16
+                assertEquals(transport.equals("tcp0") ? 128 : 16, engine.readDepthTo(1));
                 barrier.await();
             }
         });

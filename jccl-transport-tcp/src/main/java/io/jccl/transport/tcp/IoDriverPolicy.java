@@ -37,6 +37,12 @@ package io.jccl.transport.tcp;
  *       taken means its holder is doing the QP's I/O, so the QP counts as application-driven and is re-kicked lazily
  *       (a driven QP's next poll pumps its output anyway); readiness is level-triggered, so the next select reports
  *       what is left. Timers that find the lock taken retry 0.2 ms later.</li>
+ *   <li><b>A parking poller hands over.</b> A blocking completion-queue poll that found nothing while spinning and
+ *       yielding ({@code SoftCompletionQueue}: 250 µs by default) parks for up to a millisecond; before it does, the
+ *       QPs it drove stop counting as application-driven and a thread in standby is kicked urgently, so that it
+ *       serves their sockets from {@code select()}. Without this a peer's READ arriving at a server whose only
+ *       poller was parked waited for that poller or the next standby look: 1–2 ms (the transfer engine's agent
+ *       polls its inbound queue this way).</li>
  * </ol>
  *
  * <p>These replace six flags that used to be spread over {@code TcpQueuePair} and {@code TcpEngine}: per QP
@@ -66,6 +72,8 @@ final class IoDriverPolicy {
      * read, read after it is written, so a parking thread either sees it or is unparked.
      */
     private volatile boolean urgentKick;
+    /** Standbys ended because a poller went to park (rule 6; racy increments, read by tests and diagnostics). */
+    volatile long pollerHandOvers;
 
     IoDriverPolicy(TcpEngine engine) {
         this.engine = engine;
@@ -117,6 +125,11 @@ final class IoDriverPolicy {
             }
         }
         return any;
+    }
+
+    /** Whether the thread is in standby now (tests). */
+    boolean inStandby() {
+        return standby;
     }
 
     /** Enters (or stays in) standby. */
@@ -193,6 +206,21 @@ final class IoDriverPolicy {
         /** An application thread posted to this QP (and will poll for the completion). */
         void posted(long nowNs) {
             drivenNs = nowNs;
+        }
+
+        /**
+         * The application thread that drove this QP through a blocking poll is about to park (rule 6): it is no
+         * longer driven, and a thread in standby is woken to serve the socket (it would look only at its next tick).
+         */
+        void pollerParks() {
+            if (!applicationDriven(System.nanoTime())) {
+                return;
+            }
+            drivenNs = System.nanoTime() - DRIVEN_NS;
+            if (policy.standby) {
+                policy.pollerHandOvers++;
+                kickUrgently();
+            }
         }
 
         /** Someone else holds the QP lock: the holder is doing this QP's I/O, so it is driven (rule 5). */

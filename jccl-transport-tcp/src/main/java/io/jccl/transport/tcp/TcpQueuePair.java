@@ -273,6 +273,15 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     }
 
     @Override
+    public void pollerParks() {
+        // Only a passive QP (nothing of its own outstanding: a server answering READs) is handed over; one with
+        // requests outstanding has a poller that will be back for their completions (IoDriverPolicy, rule 6).
+        if (sendHead == sendTail) {
+            io.pollerParks();
+        }
+    }
+
+    @Override
     public int progress() {
         // Completion-queue polls drive the socket too: a busy-polling application then sees ACKs and incoming
         // messages without waiting for the progress thread to wake up. The base constructor attaches this QP to its

@@ -238,6 +238,40 @@ class TcpQueuePairTest {
     }
 
     @Test
+    void shouldWakeTheProgressThreadOutOfStandbyWhenABlockingPollParks() {
+        // A server that only answers one-sided READs polls its CQ with a blocking poll (the transfer engine's agent):
+        // that poll drives the QP, so the progress thread stands by, and once the poll parks, a READ arriving waited
+        // for the poller's next look or the next standby tick (1-2 ms per READ over tcp0). Parking must hand over.
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        MemoryRegion la = a.pd().allocateMemory(4096, ALL);
+        MemoryRegion rb = b.pd().allocateMemory(4096, ALL);
+        a.qp().postReceive(new ReceiveWorkRequest().local(la, 64, 64)); // so that polls drive both QPs
+        b.qp().postReceive(new ReceiveWorkRequest().local(rb, 64, 64));
+        TcpEngine eb = ((TcpQueuePair) b.qp()).engine;
+        long handOvers0 = eb.policy.pollerHandOvers;
+        WorkCompletion[] wc = WorkCompletion.array(4);
+        // A loaded machine may deschedule this thread long enough for the QPs to count as undriven: a few attempts.
+        for (int attempt = 0; attempt < 100 && eb.policy.pollerHandOvers == handOvers0; attempt++) {
+            long driveUntil = System.nanoTime() + 10_000_000_000L;
+            // poll both (the two contexts' QPs may share a progress thread) until b's thread stands by
+            while (!eb.policy.inStandby() && System.nanoTime() < driveUntil) {
+                assertEquals(0, a.cq().poll(wc, wc.length));
+                assertEquals(0, b.cq().poll(wc, wc.length));
+            }
+            assertEquals(0, b.cq().poll(wc, wc.length, 2_000_000L)); // spins, yields, then parks: hands over
+        }
+        assertTrue(eb.policy.pollerHandOvers > handOvers0, "a parking poll never handed b's QP over");
+        // and the READ is answered while nobody polls b at all
+        rb.segment().set(ValueLayout.JAVA_LONG, 0, 0x5EEDL);
+        a.qp().postSend(new SendWorkRequest().opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
+            .local(la, 0, 8).remote(rb.address(), rb.rkey()).wrId(7));
+        pollSuccess(a.cq());
+        assertEquals(0x5EEDL, la.segment().get(ValueLayout.JAVA_LONG, 0));
+    }
+
+    @Test
     void shouldAcknowledgeALargeMessageAtTheDeliveringPoll() {
         // The receiver of a large message copies or reduces it before it answers, so the ACK must not wait for that
         // answer: the sender's completion (and the reuse of its buffer) depends on it. Held, it left with the

@@ -8,4 +8,11 @@ public interface Progressable {
      * @return how much work was done (0 when there was nothing to do)
      */
     int progress();
+
+    /**
+     * The thread that drove this through a blocking poll found nothing for a while and is about to park: whatever
+     * relied on that poller for progress (a provider's progress thread standing by) must take over now.
+     */
+    default void pollerParks() {
+    }
 }

@@ -41,6 +41,9 @@ public class SoftCompletionQueue implements CompletionQueue {
     private int users;
     // One waiter at a time is the common case; sharing the idler between concurrent waiters only blurs timing.
     private final IdleStrategy idler;
+    /** How long a blocking poll spins and yields before it parks (the default backoff's phases). */
+    static final long PARK_AFTER_NS = BackoffIdleStrategy.SPIN_NS + BackoffIdleStrategy.YIELD_NS;
+
 
     private static final VarHandle HEAD;
     private static final VarHandle TAIL;
@@ -147,6 +150,13 @@ public class SoftCompletionQueue implements CompletionQueue {
         users--;
     }
 
+    /** Tells the attached progressables that a blocking poll is about to park ({@link Progressable#pollerParks}). */
+    public void pollerParks() {
+        for (Progressable progressable : progressables) {
+            progressable.pollerParks();
+        }
+    }
+
     /** Drives the attached progressables once; returns the work done. */
     public int progress() {
         int work = 0;
@@ -196,7 +206,9 @@ public class SoftCompletionQueue implements CompletionQueue {
         if (n > 0 || timeoutNs <= 0) {
             return n;
         }
-        long deadline = System.nanoTime() + timeoutNs;
+        long startNs = System.nanoTime();
+        long deadline = startNs + timeoutNs;
+        boolean parkAnnounced = false;
         IdleStrategy idle = idler;
         idle.reset();
         Thread self = Thread.currentThread();
@@ -207,9 +219,16 @@ public class SoftCompletionQueue implements CompletionQueue {
                 if (n > 0) {
                     return n;
                 }
-                long leftNs = deadline - System.nanoTime();
+                long nowNs = System.nanoTime();
+                long leftNs = deadline - nowNs;
                 if (leftNs <= 0) {
                     return 0;
+                }
+                // Past spinning and yielding the poller parks for up to a millisecond: whoever stood by because
+                // this poll drove the queue pairs (tcp's progress thread) must serve their sockets meanwhile.
+                if (!parkAnnounced && nowNs - startNs >= PARK_AFTER_NS) {
+                    parkAnnounced = true;
+                    pollerParks();
                 }
                 idle.idleAtMost(leftNs);
             }
