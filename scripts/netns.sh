@@ -3,7 +3,8 @@
 # lives in its own namespace, so nothing is added to the host's own network configuration.
 #
 #   scripts/netns.sh up N [--rate RATE] [--loss PCT]   create hosts 1..N (N = 2..4); --loss 100 = partition
-#   scripts/netns.sh shape [--rate RATE|none] [--loss PCT]  change shaping of a running bed
+#   scripts/netns.sh shape [--rate RATE|none] [--loss PCT] [--host H]  change shaping of a running bed (all
+#                                                      hosts, or host H only: --host 2 --loss 100 cuts host 2 off)
 #   scripts/netns.sh run H CMD...                      run CMD inside host H (1..4, h1 or the namespace name)
 #   scripts/netns.sh addr H                            print host H's IPv4 address
 #   scripts/netns.sh status                            show namespaces, addresses, qdiscs and loss rules
@@ -44,9 +45,10 @@ hosts() {
 }
 
 shape() {
-  local rate="" loss=""
+  local rate="" loss="" only=""
   while [ $# -gt 0 ]; do
     case "$1" in
+      --host) only="$(host_ns "${2:?--host needs a host, 1..4}")"; shift 2 ;;
       --rate) rate="${2:?--rate needs a value, e.g. 100mbit}"; shift 2 ;;
       --loss) loss="${2:?--loss needs a percentage}"; shift 2 ;;
       *) die "unknown option '$1'" ;;
@@ -58,6 +60,9 @@ shape() {
   fi
   local ns
   for ns in $(hosts); do
+    if [ -n "$only" ] && [ "$ns" != "$only" ]; then
+      continue
+    fi
     if [ -n "$rate" ]; then
       if [ "$rate" = none ]; then
         ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null || true
@@ -172,7 +177,7 @@ case "$cmd" in
     ;;
   status) status ;;
   *)
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
     [ -z "$cmd" ] || exit 2
     ;;
 esac

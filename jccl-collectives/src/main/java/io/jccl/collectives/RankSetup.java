@@ -92,6 +92,14 @@ final class RankSetup {
                     intraDevices.add(p.device());
                 }
             }
+            if (intraDevices.isEmpty()) {
+                // Alone on its host: price the path a same-host pair would take (the first same-host device every
+                // rank opens under the job's common settings, else the network path), not "no path": every rank
+                // must price HIER alike, or they pick different all-reduce algorithms and fail with a mismatch
+                // (seen after a shrink left one rank alone on a namespace host, scripts/fault-injection-netns.sh).
+                intraDevices.addAll(joined.firstSameHostDevice() != null ? List.of(joined.firstSameHostDevice())
+                    : used);
+            }
             intra = slowestMessagePath(intraDevices);
         }
         boolean network = false;

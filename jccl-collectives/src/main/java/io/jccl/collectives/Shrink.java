@@ -2,6 +2,7 @@ package io.jccl.collectives;
 
 import io.jccl.collectives.store.Store;
 import io.jccl.collectives.store.StoreException;
+import io.jccl.common.Config;
 import io.jccl.common.Log;
 
 import java.nio.charset.StandardCharsets;
@@ -132,6 +133,14 @@ final class Shrink {
                     && movedAbove.getAsBoolean()) {
                     return null; // others gather on a later store (this one looked dead to them): decide there
                 }
+                if (majorityRequired() && 2 * joined.cardinality() <= size) {
+                    // a partition's minority (which may reach a standby store of its own) must not decide: two
+                    // strict majorities always share a member, so at most one side goes on
+                    throw new CollectiveException.Refused("rank " + rank + ": " + prefix + " would keep ranks "
+                        + joined + ", " + joined.cardinality() + " of " + size + ", not a majority"
+                        + " (JCCL_SHRINK_QUORUM=majority): this rank may be on the minority side of a partition;"
+                        + " the others (if alive) decide without it");
+                }
                 byte[] proposal = (format(joined) + ";" + and).getBytes(StandardCharsets.UTF_8);
                 store.compareAndSet(decisionKey, null, proposal, callNs(deadlineNs, waitNs)); // the first one wins
                 return parse(store.getString(decisionKey, callNs(deadlineNs, waitNs)), size);
@@ -142,6 +151,17 @@ final class Shrink {
             }
             LockSupport.parkNanos(POLL_NS);
         }
+    }
+
+    /** JCCL_SHRINK_QUORUM: {@code none} (default: any survivors decide) or {@code majority} (more than half). */
+    static boolean majorityRequired() {
+        String quorum = Config.value("JCCL_SHRINK_QUORUM", "none");
+        return switch (quorum) {
+            case "none" -> false;
+            case "majority" -> true;
+            default -> throw new IllegalArgumentException("JCCL_SHRINK_QUORUM=" + quorum
+                + " is not one of: none, majority");
+        };
     }
 
     static String format(BitSet members) {

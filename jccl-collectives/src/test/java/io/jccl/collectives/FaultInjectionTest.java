@@ -4,11 +4,13 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
+import java.util.function.IntFunction;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -22,7 +24,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * same member list, and that list is exactly the ranks that finished (the agreement invariants).
  *
  * <p>In CI a modest run: 2 trials of 4 ranks over shm0. {@code scripts/fault-injection.sh} runs more through the
- * environment: JCCL_FI_TRIALS (per case), JCCL_FI_RANKS (e.g. "4 8"), JCCL_FI_TRANSPORT (shm0, tcp0), JCCL_FI_SEED.
+ * environment: JCCL_FI_TRIALS (per case), JCCL_FI_RANKS (e.g. "4 8"), JCCL_FI_TRANSPORT (shm0, tcp0), JCCL_FI_SEED;
+ * JCCL_FI_NETNS_HOSTS=H runs rank r in host r % H + 1 of a running {@code scripts/netns.sh} bed (prefix
+ * JCCL_NETNS_PREFIX, default jft; {@code scripts/fault-injection-netns.sh} brings it up and down).
  */
 class FaultInjectionTest {
     private static final Pattern DONE = Pattern.compile("DONE rank (\\d+) members \\[([\\d, ]*)\\] agreed (-?\\d+)");
@@ -65,8 +69,19 @@ class FaultInjectionTest {
         long delayMs = random.nextInt(500);
         int second = random.nextInt(3) == 0 ? (victim + 1 + random.nextInt(n - 1)) % n : -1;
         long secondDelayMs = random.nextInt(400);
-        try (MultiProcessTest.Job job = new MultiProcessTest.Job(n, "fault", Map.of("JCCL_TRANSPORT", transport,
-            "JCCL_PEER_TIMEOUT", "5s"), true, Long.toString(seed))) {
+        int hosts = Integer.parseInt(env("JCCL_FI_NETNS_HOSTS", "0"));
+        Map<String, String> settings = new HashMap<>(Map.of("JCCL_TRANSPORT", transport, "JCCL_PEER_TIMEOUT", "5s"));
+        IntFunction<List<String>> prefix = r -> List.of();
+        if (hosts > 0) {
+            // rank r on namespace host r % hosts + 1 of scripts/netns.sh (rank 0, the store's host, on host 1)
+            String ns = env("JCCL_NETNS_PREFIX", "jft");
+            settings.put("JCCL_STORE_ADDR", "10.77.0.1:" + freePort());
+            settings.put("JCCL_SOCKET_IFNAME", "=eth0");
+            prefix = r -> List.of("ip", "netns", "exec", ns + "-h" + (r % hosts + 1), "env",
+                "JCCL_HOST_ID=" + ns + "-h" + (r % hosts + 1));
+        }
+        try (MultiProcessTest.Job job = new MultiProcessTest.Job(n, "fault", settings, true, prefix,
+            Long.toString(seed))) {
             long startMs = System.currentTimeMillis();
             for (int r = 0; r < n; r++) {
                 if (!job.waitForLine(r, "RUNNING", 90_000)) {
@@ -140,6 +155,12 @@ class FaultInjectionTest {
                 outputs.append("--- rank ").append(r).append(":\n").append(tail(job.out(r))).append('\n');
             }
             return outputs.toString();
+        }
+    }
+
+    private static int freePort() throws java.io.IOException {
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+            return s.getLocalPort();
         }
     }
 

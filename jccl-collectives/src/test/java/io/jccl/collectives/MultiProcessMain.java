@@ -93,6 +93,7 @@ public final class MultiProcessMain {
                 case "bench" -> Bench.run(c, args);
                 case "revoke", "shrink" -> ResilienceMain.run(mode, c, args);
                 case "fault" -> FaultInjectionMain.run(c, Long.parseLong(args[1]));
+                case "partition" -> PartitionMain.run(c);
                 default -> throw new IllegalArgumentException(mode);
             }
         }

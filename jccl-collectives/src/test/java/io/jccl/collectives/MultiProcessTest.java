@@ -31,6 +31,16 @@ class MultiProcessTest {
         /** As above, with rank {@code unshareRank} started in a PID namespace of its own (unshare, as root). */
         Job(int n, String mode, Map<String, String> extraEnv, boolean vectorModule, int unshareRank, String... args)
             throws IOException {
+            this(n, mode, extraEnv, vectorModule,
+                r -> r == unshareRank ? List.of("unshare", "--pid", "--fork", "--mount-proc") : List.of(), args);
+        }
+
+        /**
+         * As above, each rank's command line preceded by {@code prefix.apply(rank)} (e.g. {@code ip netns exec H
+         * env VAR=...}: a wrapper that execs, so the process is the rank's JVM and a kill reaches it).
+         */
+        Job(int n, String mode, Map<String, String> extraEnv, boolean vectorModule,
+            java.util.function.IntFunction<List<String>> prefix, String... args) throws IOException {
             int port;
             try (ServerSocket s = new ServerSocket(0)) {
                 port = s.getLocalPort();
@@ -38,9 +48,7 @@ class MultiProcessTest {
             String java = ProcessHandle.current().info().command().orElse("java");
             for (int r = 0; r < n; r++) {
                 List<String> cmd = new ArrayList<>();
-                if (r == unshareRank) {
-                    cmd.addAll(List.of("unshare", "--pid", "--fork", "--mount-proc"));
-                }
+                cmd.addAll(prefix.apply(r));
                 cmd.addAll(List.of(java, "--enable-native-access=ALL-UNNAMED"));
                 if (vectorModule) {
                     cmd.add("--add-modules");

@@ -51,9 +51,14 @@ public final class Bootstrap {
      * @param leaderGroup the first rank of every host, in rank order
      * @param devicesTried devices this rank tried to open, opened or not
      * @param allSameHost whether every rank runs on this host
+     * @param firstSameHostDevice the first same-host device (preferred order) this rank opened, closed again when
+     *     it has no same-host peer (only its name, provider and link layer are read), or null when none opened:
+     *     what a same-host pair of this rank would use, so that a rank alone on its host prices the intra-host
+     *     path as the ranks that share a host do
      */
     public record Result(MessagePath messagePath, DirectPath directPath, String[] hosts, int[] localGroup,
-                         int[] leaderGroup, Set<String> devicesTried, boolean allSameHost) {
+                         int[] leaderGroup, Set<String> devicesTried, boolean allSameHost,
+                         DeviceResources firstSameHostDevice) {
         /** Whether the direct algorithms can run. */
         public boolean direct() {
             return directPath != null && directPath.enabled();
@@ -113,6 +118,12 @@ public final class Bootstrap {
                 hosts[j] = records[j].hostId();
             }
             Peer[] peers = choosePeers(store, rank, size, options, hostId, records, devices, cqCapacity, deadlineNs);
+            DeviceResources firstSameHost = null;
+            for (var e : devices.opened.entrySet()) {
+                if (firstSameHost == null && devices.isSameHostDevice(e.getKey())) {
+                    firstSameHost = e.getValue();
+                }
+            }
             Set<String> tried = new LinkedHashSet<>(devices.opened.keySet());
             tried.addAll(devices.unavailable.keySet());
             // Close devices nobody uses.
@@ -155,7 +166,7 @@ public final class Bootstrap {
             }
             warnIfOpen(options, rank, used.values(), allSameHost);
             int[][] groups = hostGroups(hosts, rank);
-            return new Result(messagePath, directPath, hosts, groups[0], groups[1], tried, allSameHost);
+            return new Result(messagePath, directPath, hosts, groups[0], groups[1], tried, allSameHost, firstSameHost);
         } catch (RuntimeException e) {
             if (directPath != null) {
                 directPath.close();
