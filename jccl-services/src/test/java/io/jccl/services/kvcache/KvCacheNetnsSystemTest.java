@@ -1,11 +1,11 @@
 package io.jccl.services.kvcache;
 
+import io.jccl.common.testing.NetnsBed;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -15,7 +15,6 @@ import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * The transfer engine and the KV-cache transfer between two "hosts" (network namespaces from scripts/netns.sh,
@@ -25,38 +24,18 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  */
 class KvCacheNetnsSystemTest {
     private static final String PREFIX = "jkv";
-    private static Path script;
+    private static NetnsBed bed;
 
     @BeforeAll
     static void upTestBed() throws Exception {
-        assumeTrue("root".equals(System.getProperty("user.name")),
-            "needs root to create network namespaces (running as " + System.getProperty("user.name") + ")");
-        Path candidate = Path.of(System.getProperty("user.dir")).resolve("../scripts/netns.sh").normalize();
-        assumeTrue(Files.isExecutable(candidate), "scripts/netns.sh not found at " + candidate);
-        assumeTrue(run(List.of("ip", "netns", "list")) == 0, "'ip netns' is not available (install iproute2)");
-        script = candidate;
-        int rc = run(List.of("env", "JCCL_NETNS_PREFIX=" + PREFIX, script.toString(), "up", "2"));
-        assumeTrue(rc == 0, "scripts/netns.sh up 2 failed (rc " + rc + "): cannot create network namespaces here");
+        bed = NetnsBed.up(PREFIX, 2);
     }
 
     @AfterAll
     static void downTestBed() throws Exception {
-        if (script != null) {
-            run(List.of("env", "JCCL_NETNS_PREFIX=" + PREFIX, script.toString(), "down"));
+        if (bed != null) {
+            bed.close();
         }
-    }
-
-    private static int run(List<String> command) throws IOException, InterruptedException {
-        Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
-        String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        if (!p.waitFor(60, TimeUnit.SECONDS)) {
-            p.destroyForcibly();
-            return -1;
-        }
-        if (p.exitValue() != 0) {
-            System.err.println(String.join(" ", command) + ": " + output);
-        }
-        return p.exitValue();
     }
 
     private static Process peer(int rank, int port, Path output) throws IOException {

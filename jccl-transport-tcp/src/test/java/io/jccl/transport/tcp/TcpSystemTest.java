@@ -1,5 +1,6 @@
 package io.jccl.transport.tcp;
 
+import io.jccl.common.testing.NetnsBed;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -10,7 +11,6 @@ import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.OutputStreamWriter;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -30,38 +30,22 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  */
 class TcpSystemTest {
     private static final String PREFIX = "jtcp";
-    private static Path script;
+    private static NetnsBed bed;
 
     @BeforeAll
     static void upTestBed() throws Exception {
-        assumeTrue("root".equals(System.getProperty("user.name")),
-            "needs root to create network namespaces (running as " + System.getProperty("user.name") + ")");
-        Path candidate = Path.of(System.getProperty("user.dir")).resolve("../scripts/netns.sh").normalize();
-        assumeTrue(Files.isExecutable(candidate), "scripts/netns.sh not found at " + candidate);
-        assumeTrue(run(List.of("ip", "netns", "list")) == 0, "'ip netns' is not available (install iproute2)");
-        script = candidate;
-        int rc = run(List.of("env", "JCCL_NETNS_PREFIX=" + PREFIX, script.toString(), "up", "2"));
-        assumeTrue(rc == 0, "scripts/netns.sh up 2 failed (rc " + rc + "): cannot create network namespaces here");
+        bed = NetnsBed.up(PREFIX, 2);
     }
 
     @AfterAll
     static void downTestBed() throws Exception {
-        if (script != null) {
-            run(List.of("env", "JCCL_NETNS_PREFIX=" + PREFIX, script.toString(), "down"));
+        if (bed != null) {
+            bed.close();
         }
     }
 
     private static int run(List<String> command) throws IOException, InterruptedException {
-        Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
-        String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        if (!p.waitFor(60, TimeUnit.SECONDS)) {
-            p.destroyForcibly();
-            return -1;
-        }
-        if (p.exitValue() != 0) {
-            System.err.println(String.join(" ", command) + ": " + output);
-        }
-        return p.exitValue();
+        return NetnsBed.run(command);
     }
 
     /** A peer JVM inside a namespace. */
@@ -178,8 +162,7 @@ class TcpSystemTest {
         assumeTrue(installed("tc") && installed("nft"), "needs tc and nft for shaping (apt-get install -y iproute2 "
             + "nftables)");
         // TCP repairs the losses; the verbs layer must see none of them.
-        assertEquals(0, run(List.of("env", "JCCL_NETNS_PREFIX=" + PREFIX, script.toString(), "shape", "--rate",
-            "200mbit", "--loss", "2")));
+        assertEquals(0, bed.netns("shape", "--rate", "200mbit", "--loss", "2"));
         try (Peer a = new Peer(1); Peer b = new Peer(2)) {
             String[][] r = connect(a, b);
             b.send("EXERCISE " + r[0][2] + " " + r[0][3] + " " + (2 << 20));
@@ -188,8 +171,7 @@ class TcpSystemTest {
             a.send("RECEIVE 4");
             assertTrue(a.expect("OK").contains("atomic=4242"));
         } finally {
-            run(List.of("env", "JCCL_NETNS_PREFIX=" + PREFIX, script.toString(), "shape", "--rate", "none", "--loss",
-                "0"));
+            bed.netns("shape", "--rate", "none", "--loss", "0");
         }
     }
 
@@ -211,9 +193,7 @@ class TcpSystemTest {
     }
 
     private static boolean runOk(String... arguments) throws IOException, InterruptedException {
-        List<String> command = new ArrayList<>(List.of("env", "JCCL_NETNS_PREFIX=" + PREFIX, script.toString()));
-        command.addAll(List.of(arguments));
-        return run(command) == 0;
+        return bed.netns(arguments) == 0;
     }
 
     @Test
