@@ -1,9 +1,11 @@
 package io.jccl.examples;
 
+import io.jccl.collectives.LaunchEnvironment;
 import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.VerbsException;
 import io.jccl.verbs.WorkCompletion;
 
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 /** Small helpers the examples share. */
@@ -22,6 +24,14 @@ final class ExampleSupport {
             throw new VerbsException(VerbsException.Reason.CONNECTION, "work request failed: " + completion);
         }
         return completion;
+    }
+
+    /**
+     * Whether a launcher started this process as one rank of a job (JCCL's launcher, torchrun, mpirun, Slurm or a
+     * Kubernetes Indexed Job): the examples then run that rank only, else both sides in this process.
+     */
+    static boolean launched(Map<String, String> env) {
+        return LaunchEnvironment.launched(env);
     }
 
     /** The value of {@code --name value} in {@code args}, or {@code fallback}. */

@@ -87,7 +87,7 @@ public final class KvCacheTransferExample {
     public static void main(String[] args) throws Exception {
         Settings s = Settings.of(args);
         String role = ExampleSupport.option(args, "--role", "");
-        if (System.getenv("JCCL_RANK") != null || System.getenv("RANK") != null) {
+        if (ExampleSupport.launched(System.getenv())) {
             try (TransferEngine engine = TransferEngine.fromEnvironment()) {
                 System.out.println(engine.rank() == 0 ? prefill(engine, s, null) : decode(engine, s));
             }

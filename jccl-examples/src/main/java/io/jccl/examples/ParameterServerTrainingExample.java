@@ -71,7 +71,7 @@ public final class ParameterServerTrainingExample {
             ExampleSupport.option(args, "--optimizer", "sgd"),
             Integer.parseInt(ExampleSupport.option(args, "--staleness", "-1")));
         String report;
-        if (System.getenv("JCCL_RANK") != null || System.getenv("RANK") != null) {
+        if (ExampleSupport.launched(System.getenv())) {
             try (TransferEngine engine = TransferEngine.fromEnvironment()) {
                 Settings s = new Settings(settings.servers(), engine.size() - settings.servers(), settings.epochs(),
                     settings.optimizer(), settings.staleness());

@@ -42,7 +42,7 @@ public final class TransferEngineExample {
     public static void main(String[] args) throws Exception {
         int blocks = Integer.parseInt(ExampleSupport.option(args, "--blocks", "64"));
         int blockBytes = Integer.parseInt(ExampleSupport.option(args, "--block-kib", "256")) * 1024;
-        if (System.getenv("JCCL_RANK") != null || System.getenv("RANK") != null) {
+        if (ExampleSupport.launched(System.getenv())) {
             try (TransferEngine engine = TransferEngine.fromEnvironment()) {
                 System.out.println(runRank(engine, blocks, blockBytes));
             }
