@@ -38,10 +38,12 @@ import java.util.stream.Stream;
  *
  * <p>A step is {@code passes} compute passes that read every parameter (a gradient-like reduction: what a forward
  * and backward pass does to the state, it reads it) and one update pass that modifies every parameter (the optimizer
- * step). Per round: two steps without a checkpoint (the step time), a pipelined checkpoint step ({@code stageAsync}
- * at the end of a step, then a step whose update first awaits staging: the stall is the {@code stageAsync} call plus
- * the wait), a blocking {@code stage}, then the synchronous save; the agent's persist is awaited between them (so
- * there is no back-pressure in these numbers). The training rank and the agent run as threads of this JVM, each with
+ * step). Per round: two steps without a checkpoint (the step time), a pipelined checkpoint ({@code stageAsync} at the
+ * end of a step, then a step whose update first awaits staging: the stall is the {@code stageAsync} call plus the
+ * wait), then steps until the agent made it durable; a blocking {@code stage}, then steps until durable; then the
+ * synchronous save. "Added" is the time those steps took beyond as many plain steps: the stall plus the compute
+ * slowed by the staging thread and the agent (its checksum and persist share the CPU). Each checkpoint is durable
+ * before the next (no back-pressure in these numbers). The training rank and the agent run as threads of this JVM, each with
  * its own engine; one shard holds the whole state. Median of the rounds after a warm-up round.
  *
  * <pre>
@@ -71,12 +73,14 @@ public final class CheckpointBench {
         try {
             System.out.printf("checkpoint staging in a training loop on %s, directory %s; median of %d rounds (ms)%n",
                 device, dir.toAbsolutePath(), rounds);
-            System.out.printf("%-8s %6s %8s %9s %9s %7s %9s %7s %9s %9s %7s%n", "state", "passes", "step", "sync save",
-                "blocking", "÷sync", "pipelined", "÷sync", "ckpt step", "step+", "÷sync");
+            System.out.printf("%-8s %6s %8s %9s | %8s %6s %8s %6s | %8s %6s %8s %6s | %5s%n", "state", "passes", "step",
+                "sync save", "blocking", "÷sync", "added", "÷sync", "pipelin.", "÷sync", "added", "÷sync", "steps");
             run(device, sizesMib, passes, rounds, dir, largest);
-            System.out.println("step: a step without checkpointing; blocking: stage() on the training thread; "
-                + "pipelined: stageAsync() + awaitStaged() before the update; ckpt step: the step that staged; "
-                + "step+: ckpt step - step");
+            System.out.println("step: a step without checkpointing; blocking: the stall in stage() (training thread);"
+                + " pipelined: the stall in stageAsync() + awaitStaged() before the update; added: the time the loop"
+                + " lost from the checkpoint until it was durable (the steps then - as many plain steps: the stall"
+                + " plus the compute slowed by staging and the agent's checksum and persist); steps: steps until"
+                + " durable");
         } finally {
             deleteTree(dir);
         }
@@ -116,15 +120,19 @@ public final class CheckpointBench {
                         double[] plain = new double[rounds];
                         double[] sync = new double[rounds];
                         double[] blocking = new double[rounds];
+                        double[] blockingAdded = new double[rounds];
                         double[] pipelined = new double[rounds];
-                        double[] ckptStep = new double[rounds];
+                        double[] pipelinedAdded = new double[rounds];
+                        double[] stepsToDurable = new double[rounds];
                         for (int r = -1; r < rounds; r++) { // round -1 warms up
                             long t0 = System.nanoTime();
                             trainStep(m, floats, p);
                             long t1 = System.nanoTime();
                             trainStep(m, floats, p);
                             long t2 = System.nanoTime();
-                            // Pipelined: staged at the end of a step, awaited before the next step's update.
+                            long plainNs = Math.min(t1 - t0, t2 - t1);
+                            // Pipelined: staged at the end of a step, awaited before the next step's update; then
+                            // training goes on until the agent made the step durable (its CPU work competes).
                             step++;
                             long s0 = System.nanoTime();
                             StageHandle staging = client.stageAsync(step, state);
@@ -134,30 +142,37 @@ public final class CheckpointBench {
                             staging.awaitStaged();
                             long s3 = System.nanoTime();
                             update(m, floats, g);
+                            int pipelinedSteps = 1 + stepsUntilDurable(client, step, m, floats, p);
                             long s4 = System.nanoTime();
                             client.awaitDurable(step, Duration.ofMinutes(5));
-                            // Blocking: the copy and the CRC32C on the training thread.
+                            // Blocking: the copy and the CRC32C on the training thread, then the same.
                             step++;
                             long b0 = System.nanoTime();
                             client.stage(step, state);
                             long b1 = System.nanoTime();
+                            trainStep(m, floats, p);
+                            int blockingSteps = 1 + stepsUntilDurable(client, step, m, floats, p);
+                            long b2 = System.nanoTime();
                             client.awaitDurable(step, Duration.ofMinutes(5));
                             double syncMs = syncSave(m, layout.totalBytes(), dir.resolve("sync"));
                             if (r >= 0) {
-                                plain[r] = Math.min(t1 - t0, t2 - t1) / 1e6;
+                                plain[r] = plainNs / 1e6;
                                 pipelined[r] = ((s1 - s0) + (s3 - s2)) / 1e6;
-                                ckptStep[r] = (s4 - s0) / 1e6;
+                                pipelinedAdded[r] = (s4 - s0 - pipelinedSteps * plainNs) / 1e6;
                                 blocking[r] = (b1 - b0) / 1e6;
+                                blockingAdded[r] = (b2 - b0 - blockingSteps * plainNs) / 1e6;
+                                stepsToDurable[r] = pipelinedSteps;
                                 sync[r] = syncMs;
                             }
                         }
                         double y = median(sync);
-                        double added = median(ckptStep) - median(plain);
-                        System.out.printf("%5d MiB %6d %8.1f %9.1f %9.1f %7.3f %9.1f %7.3f %9.1f %9.1f %7.3f   "
-                                + "(pipelined %.1f-%.1f, sync %.1f-%.1f, load %s)%n", mib, p, median(plain), y,
-                            median(blocking), median(blocking) / y, median(pipelined), median(pipelined) / y,
-                            median(ckptStep), added, added / y, min(pipelined), max(pipelined), min(sync), max(sync),
-                            load());
+                        System.out.printf("%5d MiB %6d %8.1f %9.1f | %8.1f %6.3f %8.1f %6.3f | %8.1f %6.3f %8.1f %6.3f "
+                                + "| %5.0f   (pipelined stall %.1f-%.1f, added %.1f-%.1f; sync %.1f-%.1f; load %s)%n",
+                            mib, p, median(plain), y, median(blocking), median(blocking) / y, median(blockingAdded),
+                            median(blockingAdded) / y, median(pipelined), median(pipelined) / y,
+                            median(pipelinedAdded), median(pipelinedAdded) / y, median(stepsToDurable),
+                            min(pipelined), max(pipelined), min(pipelinedAdded), max(pipelinedAdded), min(sync),
+                            max(sync), load());
                     }
                 }
             }
@@ -165,6 +180,20 @@ public final class CheckpointBench {
             done.complete(null);
         }
         agentSide.get(5, TimeUnit.MINUTES);
+    }
+
+    /**
+     * Trains on until the agent made {@code step} durable (one READ of its header per step): the steps during which
+     * the agent's checksum and persist compete with training for the CPU. Returns how many.
+     */
+    private static int stepsUntilDurable(CheckpointClient client, long step, MemorySegment m, long floats,
+                                         int passes) {
+        int n = 0;
+        while (client.durableStep() < step && n < 10_000) {
+            trainStep(m, floats, passes);
+            n++;
+        }
+        return n;
     }
 
     /** One training step: {@code passes} passes that read every parameter, then the update that modifies them. */
