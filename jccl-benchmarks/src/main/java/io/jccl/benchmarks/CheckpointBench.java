@@ -7,6 +7,7 @@ import io.jccl.services.checkpoint.CheckpointAgent;
 import io.jccl.services.checkpoint.CheckpointClient;
 import io.jccl.services.checkpoint.CheckpointSettings;
 import io.jccl.services.checkpoint.ShardLayout;
+import io.jccl.services.checkpoint.StageHandle;
 import io.jccl.services.transfer.LocalSegment;
 import io.jccl.services.transfer.TransferEngine;
 import io.jccl.services.transfer.TransferSettings;
@@ -29,19 +30,32 @@ import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
 /**
- * Checkpoint staging (issue 19 part 4): the training loop's stall per checkpoint, {@link CheckpointClient#stage}
- * (WRITE into the agent's staging memory beside the rank's CRC32C), against a synchronous save of
- * the same state to the same disk (write + fsync of the file + fsync of its directory), for each state size. The
- * training rank and the agent run as threads of this JVM, each with its own engine; staged and synchronous rounds
- * alternate so both see the same machine. It also reports when the agent's digest was READ back and matched
- * ({@link CheckpointClient#verify}, from the start of {@code stage}) and how long after {@code stage} returned the
- * step was durable (the background persist), waiting for both before the synchronous round.
+ * Checkpoint staging (issue 19 part 4) in a training loop: per state size and compute per step, the loop's stall per
+ * checkpoint with {@link CheckpointClient#stageAsync} (CheckFreq's pipelined snapshot: staged while the next step's
+ * compute reads the state, waited for with {@link StageHandle#awaitStaged()} before the update modifies it), with the
+ * blocking {@link CheckpointClient#stage} (copy and CRC32C on the training thread), and against a synchronous save of
+ * the same state to the same disk (write + fsync of the file + fsync of its directory).
+ *
+ * <p>A step is {@code passes} compute passes that read every parameter (a gradient-like reduction: what a forward
+ * and backward pass does to the state, it reads it) and one update pass that modifies every parameter (the optimizer
+ * step). Per round: two steps without a checkpoint (the step time), a pipelined checkpoint ({@code stageAsync} at the
+ * end of a step, then a step whose update first awaits staging: the stall is the {@code stageAsync} call plus the
+ * wait), then steps until the agent made it durable; a blocking {@code stage}, then steps until durable; then the
+ * synchronous save. "Added" is the time those steps took beyond as many plain steps: the stall plus the compute
+ * slowed by the staging thread and the agent (its checksum and persist share the CPU). Each checkpoint is durable
+ * before the next (no back-pressure in these numbers). The training rank and the agent run as threads of this JVM, each with
+ * its own engine; one shard holds the whole state. Median of the rounds after a warm-up round.
  *
  * <pre>
- * java -cp ... io.jccl.benchmarks.CheckpointBench [--device shm0|tcp0] [--sizes-mib 64,256] [--rounds 7] [--dir DIR]
+ * java -cp ... io.jccl.benchmarks.CheckpointBench [--device shm0|tcp0] [--sizes-mib 64,256] [--passes 1,4]
+ *     [--rounds 5] [--dir DIR]
  * </pre>
  */
 public final class CheckpointBench {
+    private static final float LEARNING_RATE = 1e-3f;
+    /** Keeps the compute from being optimized away. */
+    private static volatile float sink;
+
     private CheckpointBench() {
     }
 
@@ -50,22 +64,30 @@ public final class CheckpointBench {
         String device = option(args, "--device", "shm0");
         long[] sizesMib = Arrays.stream(option(args, "--sizes-mib", "64,256").split(",")).mapToLong(Long::parseLong)
             .toArray();
-        int rounds = Integer.parseInt(option(args, "--rounds", "7"));
+        int[] passes = Arrays.stream(option(args, "--passes", "1,4").split(",")).mapToInt(Integer::parseInt)
+            .toArray();
+        int rounds = Integer.parseInt(option(args, "--rounds", "5"));
         Path dir = Path.of(option(args, "--dir", System.getProperty("java.io.tmpdir") + "/jccl-checkpoint-bench"));
         long largest = Arrays.stream(sizesMib).max().orElse(64) << 20;
         Files.createDirectories(dir);
         try {
-            System.out.printf("checkpoint staging vs synchronous save on %s, directory %s; median of %d rounds%n",
+            System.out.printf("checkpoint staging in a training loop on %s, directory %s; median of %d rounds (ms)%n",
                 device, dir.toAbsolutePath(), rounds);
-            System.out.printf("%-9s %14s %16s %8s %14s %18s%n", "state", "stall (stage)", "sync write+fsync", "ratio",
-                "digest checked", "durable after");
-            run(device, sizesMib, rounds, dir, largest);
+            System.out.printf("%-8s %6s %8s %9s | %8s %6s %8s %6s | %8s %6s %8s %6s | %5s%n", "state", "passes", "step",
+                "sync save", "blocking", "÷sync", "added", "÷sync", "pipelin.", "÷sync", "added", "÷sync", "steps");
+            run(device, sizesMib, passes, rounds, dir, largest);
+            System.out.println("step: a step without checkpointing; blocking: the stall in stage() (training thread);"
+                + " pipelined: the stall in stageAsync() + awaitStaged() before the update; added: the time the loop"
+                + " lost from the checkpoint until it was durable (the steps then - as many plain steps: the stall"
+                + " plus the compute slowed by staging and the agent's checksum and persist); steps: steps until"
+                + " durable");
         } finally {
             deleteTree(dir);
         }
     }
 
-    private static void run(String device, long[] sizesMib, int rounds, Path dir, long largest) throws Exception {
+    private static void run(String device, long[] sizesMib, int[] passes, int rounds, Path dir, long largest)
+        throws Exception {
         Store store = new InMemoryStore();
         CommunicatorOptions options = CommunicatorOptions.fromEnvironment().withTransports(device)
             .withTimeout(Duration.ofMinutes(5));
@@ -85,47 +107,140 @@ public final class CheckpointBench {
         try (TransferEngine engine = TransferEngine.create(store, 0, 2, options, TransferSettings.fromEnvironment());
              LocalSegment state = engine.registerSegment("state", largest)) {
             MemorySegment m = state.memory();
-            for (long i = 0; i < largest / 8; i++) {
-                m.setAtIndex(ValueLayout.JAVA_LONG, i, i * 0x9E3779B97F4A7C15L);
+            for (long i = 0; i < largest / Float.BYTES; i++) {
+                m.setAtIndex(ValueLayout.JAVA_FLOAT, i, (i % 1000) * 1e-3f);
             }
             long step = 0;
             for (long mib : sizesMib) {
                 ShardLayout layout = new ShardLayout(mib << 20, 4, 1);
-                double[] stall = new double[rounds];
-                double[] sync = new double[rounds];
-                double[] persist = new double[rounds];
-                double[] verified = new double[rounds];
+                long floats = layout.totalBytes() / Float.BYTES;
                 try (CheckpointClient client = CheckpointClient.open(engine, "default", layout, 0,
                     Duration.ofMinutes(5))) {
-                    for (int r = -2; r < rounds; r++) { // rounds -2 and -1 warm up
-                        step++;
-                        m.set(ValueLayout.JAVA_LONG, 0, step); // the state changes between checkpoints
-                        long t0 = System.nanoTime();
-                        client.stage(step, state);
-                        long t1 = System.nanoTime();
-                        client.verify(); // the agent's digest READ back (not a stall: training could run)
-                        long t2 = System.nanoTime();
-                        client.awaitDurable(step, Duration.ofMinutes(5));
-                        long t3 = System.nanoTime();
-                        double syncMs = syncSave(m, layout.totalBytes(), dir.resolve("sync"));
-                        if (r >= 0) {
-                            stall[r] = (t1 - t0) / 1e6;
-                            verified[r] = (t2 - t0) / 1e6;
-                            persist[r] = (t3 - t1) / 1e6;
-                            sync[r] = syncMs;
+                    for (int p : passes) {
+                        double[] plain = new double[rounds];
+                        double[] sync = new double[rounds];
+                        double[] blocking = new double[rounds];
+                        double[] blockingAdded = new double[rounds];
+                        double[] pipelined = new double[rounds];
+                        double[] pipelinedAdded = new double[rounds];
+                        double[] stepsToDurable = new double[rounds];
+                        for (int r = -1; r < rounds; r++) { // round -1 warms up
+                            long t0 = System.nanoTime();
+                            trainStep(m, floats, p);
+                            long t1 = System.nanoTime();
+                            trainStep(m, floats, p);
+                            long t2 = System.nanoTime();
+                            long plainNs = Math.min(t1 - t0, t2 - t1);
+                            // Pipelined: staged at the end of a step, awaited before the next step's update; then
+                            // training goes on until the agent made the step durable (its CPU work competes).
+                            step++;
+                            long s0 = System.nanoTime();
+                            StageHandle staging = client.stageAsync(step, state);
+                            long s1 = System.nanoTime();
+                            float g = compute(m, floats, p);
+                            long s2 = System.nanoTime();
+                            staging.awaitStaged();
+                            long s3 = System.nanoTime();
+                            update(m, floats, g);
+                            int pipelinedSteps = 1 + stepsUntilDurable(client, step, m, floats, p);
+                            long s4 = System.nanoTime();
+                            client.awaitDurable(step, Duration.ofMinutes(5));
+                            // Blocking: the copy and the CRC32C on the training thread, then the same.
+                            step++;
+                            long b0 = System.nanoTime();
+                            client.stage(step, state);
+                            long b1 = System.nanoTime();
+                            trainStep(m, floats, p);
+                            int blockingSteps = 1 + stepsUntilDurable(client, step, m, floats, p);
+                            long b2 = System.nanoTime();
+                            client.awaitDurable(step, Duration.ofMinutes(5));
+                            double syncMs = syncSave(m, layout.totalBytes(), dir.resolve("sync"));
+                            if (r >= 0) {
+                                plain[r] = plainNs / 1e6;
+                                pipelined[r] = ((s1 - s0) + (s3 - s2)) / 1e6;
+                                pipelinedAdded[r] = (s4 - s0 - pipelinedSteps * plainNs) / 1e6;
+                                blocking[r] = (b1 - b0) / 1e6;
+                                blockingAdded[r] = (b2 - b0 - blockingSteps * plainNs) / 1e6;
+                                stepsToDurable[r] = pipelinedSteps;
+                                sync[r] = syncMs;
+                            }
                         }
+                        double y = median(sync);
+                        System.out.printf("%5d MiB %6d %8.1f %9.1f | %8.1f %6.3f %8.1f %6.3f | %8.1f %6.3f %8.1f %6.3f "
+                                + "| %5.0f   (pipelined stall %.1f-%.1f, added %.1f-%.1f; sync %.1f-%.1f; load %s)%n",
+                            mib, p, median(plain), y, median(blocking), median(blocking) / y, median(blockingAdded),
+                            median(blockingAdded) / y, median(pipelined), median(pipelined) / y,
+                            median(pipelinedAdded), median(pipelinedAdded) / y, median(stepsToDurable),
+                            min(pipelined), max(pipelined), min(pipelinedAdded), max(pipelinedAdded), min(sync),
+                            max(sync), load());
                     }
                 }
-                double s = median(stall);
-                double y = median(sync);
-                System.out.printf("%5d MiB %11.1f ms %13.1f ms %8.3f %11.1f ms %15.1f ms   (stall %.1f-%.1f, sync "
-                    + "%.1f-%.1f)%n", mib, s, y, s / y, median(verified), median(persist), min(stall), max(stall),
-                    min(sync), max(sync));
             }
         } finally {
             done.complete(null);
         }
         agentSide.get(5, TimeUnit.MINUTES);
+    }
+
+    /**
+     * Trains on until the agent made {@code step} durable (one READ of its header per step): the steps during which
+     * the agent's checksum and persist compete with training for the CPU. Returns how many.
+     */
+    private static int stepsUntilDurable(CheckpointClient client, long step, MemorySegment m, long floats,
+                                         int passes) {
+        int n = 0;
+        while (client.durableStep() < step && n < 10_000) {
+            trainStep(m, floats, passes);
+            n++;
+        }
+        return n;
+    }
+
+    /** One training step: {@code passes} passes that read every parameter, then the update that modifies them. */
+    private static void trainStep(MemorySegment m, long floats, int passes) {
+        update(m, floats, compute(m, floats, passes));
+    }
+
+    /** What the forward and backward passes do to the state: read every parameter, {@code passes} times. */
+    private static float compute(MemorySegment m, long floats, int passes) {
+        float g = 0;
+        for (int p = 0; p < passes; p++) {
+            float a0 = 0;
+            float a1 = 0;
+            float a2 = 0;
+            float a3 = 0;
+            long i = 0;
+            for (; i + 4 <= floats; i += 4) {
+                float x0 = m.getAtIndex(ValueLayout.JAVA_FLOAT, i);
+                float x1 = m.getAtIndex(ValueLayout.JAVA_FLOAT, i + 1);
+                float x2 = m.getAtIndex(ValueLayout.JAVA_FLOAT, i + 2);
+                float x3 = m.getAtIndex(ValueLayout.JAVA_FLOAT, i + 3);
+                a0 += x0 * x0 - g * x0;
+                a1 += x1 * x1 - g * x1;
+                a2 += x2 * x2 - g * x2;
+                a3 += x3 * x3 - g * x3;
+            }
+            g = (a0 + a1 + a2 + a3) / floats;
+        }
+        sink = g;
+        return g;
+    }
+
+    /** The optimizer step: modifies every parameter. */
+    private static void update(MemorySegment m, long floats, float g) {
+        float keep = 1 - LEARNING_RATE;
+        float add = LEARNING_RATE * g;
+        for (long i = 0; i < floats; i++) {
+            m.setAtIndex(ValueLayout.JAVA_FLOAT, i, m.getAtIndex(ValueLayout.JAVA_FLOAT, i) * keep + add);
+        }
+    }
+
+    private static String load() {
+        try {
+            return Files.readString(Path.of("/proc/loadavg")).split(" ")[0];
+        } catch (IOException | RuntimeException e) {
+            return "?";
+        }
     }
 
     /** A synchronous save: write the state to a new file, fsync it and its directory; returns milliseconds. */

@@ -7,6 +7,7 @@ import io.jccl.services.checkpoint.CheckpointAgent;
 import io.jccl.services.checkpoint.CheckpointClient;
 import io.jccl.services.checkpoint.CheckpointSettings;
 import io.jccl.services.checkpoint.ShardLayout;
+import io.jccl.services.checkpoint.StageHandle;
 import io.jccl.services.transfer.LocalSegment;
 import io.jccl.services.transfer.TransferEngine;
 import io.jccl.services.transfer.TransferSettings;
@@ -26,10 +27,11 @@ import java.util.stream.Stream;
 
 /**
  * Checkpoint staging (jccl-services): four training ranks hold a float state split evenly
- * ({@link ShardLayout}), "train" it (every element += 1 per step) and checkpoint every few steps: each rank WRITEs its
- * shard into the checkpoint agent's staging memory (rank 4) with its CRC32C, which is all the training loop waits
- * for (the agent's digest is READ back and compared before the next checkpoint); the agent persists in the background (shard files fsynced, manifest renamed atomically,
- * then {@code latest}). Then the job ends, and a new job of two ranks and a new agent restores the newest checkpoint,
+ * ({@link ShardLayout}), "train" it (every element += 1 per step) and checkpoint every few steps: at the end of a step
+ * each rank's {@code stageAsync} WRITEs its shard into the checkpoint agent's staging memory (rank 4) with its CRC32C
+ * on the client's staging thread, beside the next step's compute, and the next update waits for it (the training
+ * loop's whole stall; the agent's digest is READ back and compared before the next checkpoint); the agent persists in
+ * the background (shard files fsynced, manifest renamed atomically, then {@code latest}). Then the job ends, and a new job of two ranks and a new agent restores the newest checkpoint,
  * re-sharded 4 → 2, and checks every element.
  *
  * <pre>
@@ -143,21 +145,36 @@ public final class CheckpointStagingExample {
             double waitMs = 0;
             int checkpoints = 0;
             long lastStaged = -1;
+            StageHandle staging = null;
             for (long step = Math.max(1, restored + 1); step <= steps; step++) {
                 long stepStartNs = System.nanoTime();
-                trainStep(state.memory(), layout.length(shard) / Float.BYTES);
+                // The forward and backward passes (here a sleep): they only read the state, so the checkpoint staged
+                // at the end of the previous step is copied beside them.
                 long restNs = stepMs * 1_000_000 - (System.nanoTime() - stepStartNs);
                 if (restNs > 0) {
-                    Thread.sleep(restNs / 1_000_000); // the rest of a real step's compute
+                    Thread.sleep(restNs / 1_000_000);
                 }
+                if (staging != null) {
+                    long t0 = System.nanoTime();
+                    staging.awaitStaged(); // the stall: the update below modifies the state
+                    stallMs += (System.nanoTime() - t0) / 1e6;
+                    waitMs += staging.releaseWaitNs() / 1e6;
+                    staging = null;
+                }
+                trainStep(state.memory(), layout.length(shard) / Float.BYTES); // the update
                 if (step % every == 0) {
                     long t0 = System.nanoTime();
-                    ckpt.stage(step, state); // the training loop's whole stall
+                    staging = ckpt.stageAsync(step, state); // returns at once: staged on the client's thread
                     stallMs += (System.nanoTime() - t0) / 1e6;
-                    waitMs += ckpt.lastReleaseWaitNs() / 1e6;
                     checkpoints++;
                     lastStaged = step;
                 }
+            }
+            if (staging != null) {
+                long t0 = System.nanoTime();
+                staging.awaitStaged();
+                stallMs += (System.nanoTime() - t0) / 1e6;
+                waitMs += staging.releaseWaitNs() / 1e6;
             }
             long t0 = System.nanoTime();
             if (lastStaged >= 0) {

@@ -10,6 +10,8 @@ import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.locks.LockSupport;
 import java.util.zip.CRC32C;
@@ -23,16 +25,25 @@ import java.util.zip.CRC32C;
  * try (CheckpointClient ckpt = CheckpointClient.open(engine, "default", layout, rank, Duration.ofSeconds(60))) {
  *     LocalSegment state = engine.registerSegment("state/" + rank, layout.length(rank));
  *     long step = ckpt.restore(state, 0);                               // -1: nothing saved yet
+ *     StageHandle staging = null;
  *     for (…) {
- *         train(state);
- *         if (step % 100 == 0) ckpt.stage(step, state, 0);              // the stall: WRITE beside a CRC32C
+ *         forwardBackward(state);                                       // reads the state: staging runs beside it
+ *         if (staging != null) { staging.awaitStaged(); staging = null; } // the stall, before the state changes
+ *         optimizerStep(state);                                         // modifies the state
+ *         if (step % 100 == 0) staging = ckpt.stageAsync(step, state, 0); // returns at once
  *     }
  *     ckpt.awaitDurable(step, Duration.ofMinutes(5));
  * }
  * }</pre>
  *
- * Not thread-safe: one thread of the rank uses it. Every wait is bounded by the timeout given at
- * {@link #open}; an agent that died fails the call with the agent's rank named, never a hang.
+ * {@link #stageAsync} is CheckFreq's pipelined snapshot (Mohan et al., FAST'21: the snapshot runs during the next
+ * iteration's forward and backward passes, only the weight update waits for it) and torch DCP's {@code async_save}
+ * (the training loop stalls only for staging): the copy into the agent's staging memory and the rank's CRC32C run on
+ * the client's staging thread. {@link #stage} is the blocking form (the copy on the calling thread).
+ *
+ * <p>Not thread-safe: one thread of the rank uses it (the staging thread is the client's own; every other call first
+ * waits for a staging in flight). Every wait is bounded by the timeout given at {@link #open}; an agent that died
+ * fails the call with the agent's rank named, never a hang.
  */
 public final class CheckpointClient implements AutoCloseable {
     private static final int SCRATCH_BYTES = ControlBlock.HEADER_BYTES + ControlBlock.SLOT_BYTES;
@@ -54,10 +65,16 @@ public final class CheckpointClient implements AutoCloseable {
     private long lastStaged = -1;
     /** Request of the staged step whose digest was not READ back yet, or -1. */
     private long pendingRequest = -1;
-    private long lastReleaseWaitNs;
+    private volatile long lastReleaseWaitNs;
     private int pendingCrc;
     private final TransferBatch batch2;
     private final CRC32C digest = new CRC32C();
+    /** The staging in flight ({@link #stageAsync}), or null; owned by the caller's thread. */
+    private StageHandle inFlight;
+    /** The staging thread, started by the first {@link #stageAsync}. */
+    private ExecutorService stager;
+    /** Tests: runs on the staging thread after a piece was posted, before its checksum (a caller's bug injected). */
+    private volatile Runnable pieceCopiedHook;
 
     private CheckpointClient(TransferEngine engine, String name, ShardLayout layout, int shard, Duration timeout) {
         this.engine = engine;
@@ -110,8 +127,9 @@ public final class CheckpointClient implements AutoCloseable {
     }
 
     /**
-     * How long the last {@link #stage} waited for the agent to release the previous step: the back-pressure part of
-     * its stall (checkpoints coming faster than the agent persists them), a READ's time when it did not wait.
+     * How long the last {@link #stage} (or the last {@link #stageAsync}, once staged) waited for the agent to release
+     * the previous step: the back-pressure part of its stall (checkpoints coming faster than the agent persists them),
+     * a READ's time when it did not wait.
      */
     public long lastReleaseWaitNs() {
         return lastReleaseWaitNs;
@@ -123,13 +141,14 @@ public final class CheckpointClient implements AutoCloseable {
     }
 
     /**
-     * Stages this rank's shard for {@code step}: WRITEs {@code layout().length(shard())} bytes of {@code source} from
-     * {@code sourceOffset} into the agent's staging memory while computing their CRC32C, then tells the agent the step
-     * and that CRC32C. Returns as soon as the bytes are in staging: training may modify {@code source} at once (this
-     * is the whole stall). The agent computes its own CRC32C of what landed and persists the step only if every
-     * shard's matches; the rank READs the agent's digest back and compares it in {@link #verify()}, which the next
-     * {@code stage} and {@link #awaitDurable} call first. Waits first until the agent released this rank's previous
-     * step (persisted or failed).
+     * Stages this rank's shard for {@code step} on the calling thread: WRITEs {@code layout().length(shard())} bytes
+     * of {@code source} from {@code sourceOffset} into the agent's staging memory while computing their CRC32C, then
+     * tells the agent the step and that CRC32C. Returns as soon as the bytes are in staging: training may modify
+     * {@code source} at once (this is the whole stall; {@link #stageAsync} takes it off the training loop's path).
+     * The agent computes its own CRC32C of what landed and persists the step only if every shard's matches; the rank
+     * READs the agent's digest back and compares it in {@link #verify()}, which the next {@code stage} and
+     * {@link #awaitDurable} call first. Waits first until the agent released this rank's previous step (persisted
+     * or failed), and for a {@link #stageAsync} in flight.
      *
      * @return the shard's CRC32C
      * @throws CheckpointException when the checkpoint is larger than the agent's staging memory (oversized), the
@@ -139,6 +158,80 @@ public final class CheckpointClient implements AutoCloseable {
      *     outside {@code source}
      */
     public int stage(long step, LocalSegment source, long sourceOffset) {
+        joinInFlight();
+        checkStage(step, source, sourceOffset);
+        return stageNow(step, source, sourceOffset, null);
+    }
+
+    /**
+     * Stages this rank's shard for {@code step} on the client's staging thread and returns at once: the training
+     * loop goes on reading {@code source} (the next iteration's forward and backward passes) while the staging thread
+     * does what {@link #stage} does (verifies the previous step, waits for the agent to release it, WRITEs the shard
+     * into staging beside its CRC32C, notifies the agent). The loop must call {@link StageHandle#awaitStaged()} (or
+     * {@link #awaitStaged()}) <b>before it modifies {@code source}</b>: that wait is the stall. Modifying it earlier
+     * is the caller's bug (the checkpoint may mix old and new bytes; where a change overlaps a piece's copy and
+     * checksum, the agent's CRC32C differs and the step is never persisted). Staging holds one checkpoint: a
+     * {@code stageAsync} while one is in flight first waits for it. Every other call of this client first waits for
+     * the staging in flight too, and throws its failure if nobody did.
+     *
+     * @return the staging in flight
+     * @throws CheckpointException when the checkpoint is larger than the agent's staging memory, or the staging in
+     *     flight before failed and nobody was told; later failures come from {@link StageHandle#awaitStaged()}
+     * @throws IllegalArgumentException when {@code step} is not newer than the last staged step, or the range is
+     *     outside {@code source}
+     */
+    public StageHandle stageAsync(long step, LocalSegment source, long sourceOffset) {
+        joinInFlight();
+        checkStage(step, source, sourceOffset);
+        if (stager == null) {
+            stager = Executors.newSingleThreadExecutor(Thread.ofPlatform().daemon()
+                .name("jccl-ckpt-stage-" + name + "-" + shard).factory());
+        }
+        StageHandle handle = new StageHandle(step);
+        stager.execute(() -> {
+            try {
+                handle.complete(stageNow(step, source, sourceOffset, handle));
+            } catch (Throwable t) {
+                handle.fail(t);
+            }
+        });
+        inFlight = handle;
+        return handle;
+    }
+
+    /** {@link #stageAsync(long, LocalSegment, long)} of the whole segment from offset 0. */
+    public StageHandle stageAsync(long step, LocalSegment source) {
+        return stageAsync(step, source, 0);
+    }
+
+    /**
+     * Waits for the {@link #stageAsync} in flight, if any (its {@link StageHandle#awaitStaged()}).
+     *
+     * @return the staged shard's CRC32C, or 0 when nothing was in flight
+     * @throws CheckpointException what {@link StageHandle#awaitStaged()} throws
+     */
+    public int awaitStaged() {
+        StageHandle h = inFlight;
+        if (h == null) {
+            return 0;
+        }
+        inFlight = null;
+        return h.awaitStaged();
+    }
+
+    /** Waits for a staging in flight; throws its failure when the caller was not told yet. */
+    private void joinInFlight() {
+        StageHandle h = inFlight;
+        if (h == null) {
+            return;
+        }
+        inFlight = null;
+        if (h.awaitQuietly()) {
+            h.awaitStaged(); // throws the failure nobody saw
+        }
+    }
+
+    private void checkStage(long step, LocalSegment source, long sourceOffset) {
         long length = layout.length(shard);
         if (layout.totalBytes() > staging.length()) {
             throw new CheckpointException("step " + step + ", shard " + shard + ": checkpoint of "
@@ -154,7 +247,12 @@ public final class CheckpointClient implements AutoCloseable {
             throw new IllegalArgumentException("step " + step + " is not newer than the last staged step "
                 + lastStaged);
         }
-        verify();
+    }
+
+    /** What {@link #stage} does after the checks, on the calling or the staging thread. */
+    private int stageNow(long step, LocalSegment source, long sourceOffset, StageHandle handle) {
+        long length = layout.length(shard);
+        verifyNow();
         long deadlineNs = System.nanoTime() + timeoutNs;
         long waitStartNs = System.nanoTime();
         if (lastStaged >= 0) {
@@ -162,6 +260,9 @@ public final class CheckpointClient implements AutoCloseable {
                 "staging to be released by step " + lastStaged);
         }
         lastReleaseWaitNs = System.nanoTime() - waitStartNs;
+        if (handle != null) {
+            handle.releaseWaitNs(lastReleaseWaitNs);
+        }
         int crc = writeAndDigest(source, sourceOffset, length, "step " + step + ", shard " + shard);
         long request = nextRequest++;
         batch.clear();
@@ -191,6 +292,10 @@ public final class CheckpointClient implements AutoCloseable {
                 current.clear();
                 current.write(source, sourceOffset + pos, staging, layout.offset(shard) + pos, n);
                 current.submit();
+                Runnable hook = pieceCopiedHook;
+                if (hook != null) {
+                    hook.run();
+                }
                 digest.update(source.memory().asSlice(sourceOffset + pos, n).asByteBuffer());
                 if (previous != null) {
                     awaitBatch(previous, what + ": staging WRITE");
@@ -224,6 +329,11 @@ public final class CheckpointClient implements AutoCloseable {
      *     step, is unreachable, or the timeout passed
      */
     public void verify() {
+        joinInFlight();
+        verifyNow();
+    }
+
+    private void verifyNow() {
         if (pendingRequest < 0) {
             return;
         }
@@ -245,6 +355,7 @@ public final class CheckpointClient implements AutoCloseable {
 
     /** The newest durable step the agent published, or -1 (one READ of its header). */
     public long durableStep() {
+        joinInFlight();
         return readHeader(System.nanoTime() + timeoutNs).getLong(ControlBlock.H_DURABLE);
     }
 
@@ -256,8 +367,9 @@ public final class CheckpointClient implements AutoCloseable {
      *     {@code timeout}
      */
     public void awaitDurable(long step, Duration timeout) {
+        joinInFlight();
         if (step >= lastStaged) {
-            verify();
+            verifyNow();
         }
         long deadlineNs = System.nanoTime() + Math.min(timeout.toNanos(), Long.MAX_VALUE / 4);
         ByteBuffer h = awaitHeader(deadlineNs, b -> b.getLong(ControlBlock.H_DURABLE) >= step
@@ -278,6 +390,7 @@ public final class CheckpointClient implements AutoCloseable {
      *     unreachable, or the timeout passed
      */
     public long restore(LocalSegment dst, long dstOffset) {
+        joinInFlight();
         long length = layout.length(shard);
         if (dstOffset < 0 || dstOffset + length > dst.length()) {
             throw new IllegalArgumentException("shard " + shard + " is " + length + " B: [" + dstOffset + ", "
@@ -392,9 +505,25 @@ public final class CheckpointClient implements AutoCloseable {
         }
     }
 
-    /** Frees the batch and the scratch segment; the agent and its checkpoints are unaffected. */
+    /** Tests: {@code hook} runs on the staging thread after each piece was posted (shm0: copied), before its checksum. */
+    void onPieceCopied(Runnable hook) {
+        pieceCopiedHook = hook;
+    }
+
+    /**
+     * Waits for a staging in flight (without throwing its failure), stops the staging thread, frees the batches and
+     * the scratch segment; the agent and its checkpoints are unaffected.
+     */
     @Override
     public void close() {
+        StageHandle h = inFlight;
+        inFlight = null;
+        if (h != null) {
+            h.awaitQuietly();
+        }
+        if (stager != null) {
+            stager.shutdown();
+        }
         batch.close();
         batch2.close();
         scratch.close();

@@ -11,7 +11,11 @@ import org.junit.jupiter.params.provider.ValueSource;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -72,6 +76,85 @@ class CheckpointStagingTest {
                 assertEquals(-1, Jobs.mismatch(state.memory(), 7, two.offset(shard), two.length(shard), 3));
             }
         });
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm0", "tcp0"})
+    void shouldStageOffTheTrainingThreadAndPersistTheSnapshotWhenTheStateChangesAfterAwaitStaged(String transport,
+        @TempDir Path dir) throws Exception {
+        ShardLayout layout = new ShardLayout((9 << 20) + 12, 4, 2); // 3 pieces per shard: the pipelined WRITEs
+        CheckpointSettings settings = CheckpointSettings.defaults(dir).withStagingBytes(10 << 20).withKeep(1);
+        Jobs.run(transport, 2, settings, (agent, barrier) -> { }, (engine, barrier) -> {
+            int shard = engine.rank();
+            long from = layout.offset(shard);
+            long length = layout.length(shard);
+            try (CheckpointClient client = CheckpointClient.open(engine, "default", layout, shard, Jobs.TIMEOUT);
+                 LocalSegment state = engine.registerSegment("state/" + shard, length)) {
+                Thread trainer = Thread.currentThread();
+                Set<Thread> stagers = ConcurrentHashMap.newKeySet();
+                AtomicReference<CountDownLatch> go = new AtomicReference<>();
+                client.onPieceCopied(() -> {
+                    stagers.add(Thread.currentThread());
+                    try {
+                        go.get().await(); // the pieces wait until stageAsync returned
+                    } catch (InterruptedException e) {
+                        throw new IllegalStateException(e);
+                    }
+                });
+                for (long step = 1; step <= 2; step++) {
+                    Jobs.fill(state.memory(), 0, from, length, step);
+                    go.set(new CountDownLatch(1));
+                    StageHandle staging = client.stageAsync(step, state);
+                    assertFalse(staging.isStaged(), "stageAsync returned before a piece was checksummed");
+                    assertEquals(step, staging.step());
+                    go.get().countDown();
+                    // The next iteration's forward and backward passes read the state beside the staging.
+                    assertEquals(-1, Jobs.mismatch(state.memory(), 0, from, length, step));
+                    if (step == 1) {
+                        staging.awaitStaged();
+                    } else {
+                        client.awaitStaged(); // the same through the client
+                    }
+                    // The optimizer step: the state changes only now.
+                    Jobs.fill(state.memory(), 0, from, length, 100 + step);
+                    client.awaitDurable(step, Jobs.TIMEOUT);
+                }
+                assertFalse(stagers.isEmpty());
+                assertFalse(stagers.contains(trainer), "the copy and checksum ran on the training thread");
+            }
+        });
+        CheckpointDirectory disk = new CheckpointDirectory(dir);
+        CheckpointManifest m = disk.latest().orElseThrow();
+        assertEquals(2, m.step());
+        java.lang.foreign.MemorySegment restored = java.lang.foreign.Arena.ofAuto().allocate(layout.totalBytes());
+        disk.read(m, 0, restored, layout.totalBytes());
+        assertEquals(-1, Jobs.mismatch(restored, 0, 0, layout.totalBytes(), 2), "the checkpoint is the snapshot");
+    }
+
+    @Test
+    void shouldNeverPersistAStepWhoseStateChangedBeforeAwaitStaged(@TempDir Path dir) throws Exception {
+        ShardLayout layout = new ShardLayout(64 << 10, 4, 1); // one piece: on shm0 the post copies it
+        CheckpointSettings settings = CheckpointSettings.defaults(dir).withStagingBytes(1 << 20);
+        Jobs.run("shm0", 1, settings, (agent, barrier) -> { }, (engine, barrier) -> {
+            try (CheckpointClient client = CheckpointClient.open(engine, "default", layout, 0, Jobs.TIMEOUT);
+                 LocalSegment state = engine.registerSegment("state/0", layout.length(0))) {
+                Jobs.fill(state.memory(), 0, 0, layout.length(0), 1);
+                client.stageAsync(1, state).awaitStaged();
+                client.awaitDurable(1, Jobs.TIMEOUT);
+                // The caller's bug: the optimizer step runs while step 2 is staged, between the piece's copy and
+                // its checksum.
+                client.onPieceCopied(() -> Jobs.fill(state.memory(), 0, 0, layout.length(0), 99));
+                Jobs.fill(state.memory(), 0, 0, layout.length(0), 2);
+                client.stageAsync(2, state).awaitStaged(); // the rank cannot tell: the agent's CRC32C can
+                CheckpointException e = assertThrows(CheckpointException.class,
+                    () -> client.awaitDurable(2, Jobs.TIMEOUT));
+                assertTrue(e.getMessage().contains("differs from the rank's") && e.getMessage().contains(
+                    "step 2 is not persisted"), e.getMessage());
+            }
+        });
+        CheckpointDirectory disk = new CheckpointDirectory(dir);
+        assertEquals(List.of(1L), disk.steps());
+        assertEquals(1, disk.latest().orElseThrow().step());
     }
 
     @Test
