@@ -47,6 +47,8 @@ final class TcpInput {
     private int sinkCount;
     private int sinkIndex;
     private long sinkDone;
+    /** {@code read()} calls that returned bytes on this QP's sockets (tests, diagnostics: frames per read). */
+    private long readCalls;
 
     TcpInput(TcpQueuePair qp, Arena arena, int maxSges) {
         this.qp = qp;
@@ -72,6 +74,11 @@ final class TcpInput {
     /** Whether the payload of a peer's frame is being read (the peer's output is busy with it). */
     boolean midFrame() {
         return sinkIndex < sinkCount;
+    }
+
+    /** {@code read()} calls that returned bytes on this QP's sockets so far (empty polls not counted). */
+    long readCalls() {
+        return readCalls;
     }
 
     /** Reading requests resumes (the responder's ring drained). */
@@ -158,6 +165,7 @@ final class TcpInput {
             if (n == 0) {
                 return work;
             }
+            readCalls++;
             connection.received(System.nanoTime());
             bytes += n;
         }
@@ -254,6 +262,7 @@ final class TcpInput {
             if (n == 0) {
                 return moved;
             }
+            readCalls++;
             connection.received(System.nanoTime());
             sinkDone += n;
             moved += n;

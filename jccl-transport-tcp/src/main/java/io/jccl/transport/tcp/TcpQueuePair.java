@@ -533,6 +533,19 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         }
     }
 
+    /**
+     * {@code write()} calls, frames built and {@code read()} calls on this QP's sockets so far (tests, diagnostics:
+     * how many frames one system call carries).
+     */
+    long[] ioCounts() {
+        lock.lock();
+        try {
+            return new long[] {output.writeCalls(), output.framesBuilt(), input.readCalls()};
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** {PINGs sent, PONGs received, PONGs sent} so far (tests, diagnostics). */
     long[] probeCounts() {
         lock.lock();
