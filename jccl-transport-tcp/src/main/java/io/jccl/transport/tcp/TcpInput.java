@@ -148,7 +148,11 @@ final class TcpInput {
             if (bytes > READ_BUDGET_BYTES) {
                 return work + 1;
             }
-            staging.compact();
+            if (staging.hasRemaining()) {
+                staging.compact(); // a partial header moves to the front
+            } else {
+                staging.clear(); // the common case, and every empty poll: no copy, no memory-session access
+            }
             int n;
             try {
                 n = channel.read(staging);
