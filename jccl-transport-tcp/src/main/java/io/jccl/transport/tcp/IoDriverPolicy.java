@@ -42,10 +42,7 @@ package io.jccl.transport.tcp;
  *       QPs it drove stop counting as application-driven and a thread in standby is kicked urgently, so that it
  *       serves their sockets from {@code select()}. Without this a peer's READ arriving at a server whose only
  *       poller was parked waited for that poller or the next standby look: 1–2 ms (the transfer engine's agent
- *       polls its inbound queue this way). A QP with requests of its own outstanding is handed over too, but only
- *       when the parking thread alone drove it for the last {@link #SOLE_DRIVER_NS} (a client waiting for its READs'
- *       responses: they waited for the end of its park, up to 1 ms, in 1–5 % of the embedding cache's tcp0
- *       lookups); a QP that another thread polls as well stays with that thread, which will be back at once.</li>
+ *       polls its inbound queue this way).</li>
  * </ol>
  *
  * <p>These replace six flags that used to be spread over {@code TcpQueuePair} and {@code TcpEngine}: per QP
@@ -64,11 +61,6 @@ final class IoDriverPolicy {
     static final int HOLD_MAX_BYTES = TcpOutput.SMALL_PAYLOAD_BYTES;
     /** How long after a connection's last traffic a CQ poll still reads it when nothing is outstanding. */
     static final long RECENT_ACTIVITY_NS = 10_000_000L;
-    /**
-     * How long the parking thread must have been a QP's only driver for a QP with requests outstanding to be handed
-     * over (rule 6): a busy poller on the same CQ drives it every few microseconds.
-     */
-    static final long SOLE_DRIVER_NS = 100_000L;
 
     private final TcpEngine engine;
     /** Whether every connected QP of this thread is application-driven (rule 2). */
@@ -188,9 +180,6 @@ final class IoDriverPolicy {
         private volatile boolean ackHeld;
         /** The progress thread should look at this QP (rule 4). */
         private volatile boolean kicked;
-        /** The application thread that drove this QP last, and since when no other did (rule 6; racy, a heuristic). */
-        private Thread driver;
-        private long driverSinceNs;
 
         private QueuePairIo(IoDriverPolicy policy) {
             this.policy = policy;
@@ -217,30 +206,17 @@ final class IoDriverPolicy {
         /** An application thread posted to this QP (and will poll for the completion). */
         void posted(long nowNs) {
             drivenNs = nowNs;
-            drivenBy(Thread.currentThread(), nowNs);
-        }
-
-        private void drivenBy(Thread thread, long nowNs) {
-            if (thread != driver) {
-                driver = thread;
-                driverSinceNs = nowNs;
-            }
         }
 
         /**
          * The application thread that drove this QP through a blocking poll is about to park (rule 6): it is no
          * longer driven, and a thread in standby is woken to serve the socket (it would look only at its next tick).
          */
-        void pollerParks(boolean requestsOutstanding) {
-            long nowNs = System.nanoTime();
-            if (!applicationDriven(nowNs)) {
+        void pollerParks() {
+            if (!applicationDriven(System.nanoTime())) {
                 return;
             }
-            if (requestsOutstanding
-                && (driver != Thread.currentThread() || nowNs - driverSinceNs < SOLE_DRIVER_NS)) {
-                return; // another thread drives it too and will be back for the completions
-            }
-            drivenNs = nowNs - DRIVEN_NS;
+            drivenNs = System.nanoTime() - DRIVEN_NS;
             if (policy.standby) {
                 policy.pollerHandOvers++;
                 kickUrgently();
@@ -258,7 +234,6 @@ final class IoDriverPolicy {
          */
         boolean beginApplicationRound(long nowNs) {
             drivenNs = nowNs;
-            drivenBy(Thread.currentThread(), nowNs);
             boolean mayHold = !ackHeld;
             ackHeld = false;
             return mayHold;

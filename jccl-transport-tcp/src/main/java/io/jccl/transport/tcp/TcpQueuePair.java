@@ -274,10 +274,11 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
 
     @Override
     public void pollerParks() {
-        // A passive QP (nothing of its own outstanding: a server answering READs) is handed over; one with requests
-        // outstanding only when the parking thread alone drove it: a busy poller of the same CQ keeps it
-        // (IoDriverPolicy, rule 6).
-        io.pollerParks(sendHead != sendTail);
+        // Only a passive QP (nothing of its own outstanding: a server answering READs) is handed over; one with
+        // requests outstanding has a poller that will be back for their completions (IoDriverPolicy, rule 6).
+        if (sendHead == sendTail) {
+            io.pollerParks();
+        }
     }
 
     @Override

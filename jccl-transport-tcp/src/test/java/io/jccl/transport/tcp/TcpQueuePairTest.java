@@ -272,58 +272,6 @@ class TcpQueuePairTest {
     }
 
     @Test
-    void shouldHandOverAQueuePairWithAReadOutstandingWhenItsOnlyPollerParks() throws Exception {
-        // A client waiting for its READ's response in a blocking poll drives its QP, so the progress thread stands
-        // by; when the poll parks (up to 1 ms at a time) a response arriving meanwhile waited for the end of the park.
-        // Its QP has a request outstanding, and this thread alone drove it: parking must hand it over too.
-        Side a = Side.create(ca);
-        Side b = Side.create(cb);
-        TcpTestSupport.connect(a.qp(), b.qp());
-        MemoryRegion la = a.pd().allocateMemory(4096, ALL);
-        MemoryRegion rb = b.pd().allocateMemory(4096, ALL);
-        rb.segment().set(ValueLayout.JAVA_LONG, 0, 0x5EEDL);
-        TcpQueuePair responder = (TcpQueuePair) b.qp();
-        TcpEngine ea = ((TcpQueuePair) a.qp()).engine;
-        WorkCompletion[] wc = WorkCompletion.array(4);
-        // The responder cannot answer while another thread holds its QP's lock: the READ stays outstanding.
-        java.util.concurrent.CountDownLatch locked = new java.util.concurrent.CountDownLatch(1);
-        java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
-        Thread holder = Thread.ofPlatform().daemon().start(() -> {
-            responder.lock().lock();
-            try {
-                locked.countDown();
-                release.await();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            } finally {
-                responder.lock().unlock();
-            }
-        });
-        assertTrue(locked.await(10, java.util.concurrent.TimeUnit.SECONDS));
-        long handOvers0 = ea.policy.pollerHandOvers;
-        try {
-            a.qp().postSend(new SendWorkRequest().opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
-                .local(la, 0, 8).remote(rb.address(), rb.rkey()).wrId(9));
-            // A loaded machine may deschedule this thread long enough for the QP to count as undriven: attempts.
-            for (int attempt = 0; attempt < 100 && ea.policy.pollerHandOvers == handOvers0; attempt++) {
-                long driveUntil = System.nanoTime() + 10_000_000_000L;
-                while (!ea.policy.inStandby() && System.nanoTime() < driveUntil) {
-                    assertEquals(0, a.cq().poll(wc, wc.length));
-                }
-                assertEquals(0, a.cq().poll(wc, wc.length, 2_000_000L)); // spins, yields, then parks: hands over
-            }
-        } finally {
-            release.countDown();
-            holder.join();
-        }
-        assertTrue(ea.policy.pollerHandOvers > handOvers0, "a parking poll never handed over a's QP with its READ "
-            + "outstanding");
-        WorkCompletion done = pollSuccess(a.cq());
-        assertEquals(9, done.wrId());
-        assertEquals(0x5EEDL, la.segment().get(ValueLayout.JAVA_LONG, 0));
-    }
-
-    @Test
     void shouldAcknowledgeALargeMessageAtTheDeliveringPoll() {
         // The receiver of a large message copies or reduces it before it answers, so the ACK must not wait for that
         // answer: the sender's completion (and the reuse of its buffer) depends on it. Held, it left with the
