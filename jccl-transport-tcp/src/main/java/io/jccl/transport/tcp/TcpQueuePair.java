@@ -546,6 +546,11 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         }
     }
 
+    /** Parking polls that handed this QP over to its progress thread so far (tests, diagnostics). */
+    long handOvers() {
+        return io.handOvers;
+    }
+
     /** {PINGs sent, PONGs received, PONGs sent} so far (tests, diagnostics). */
     long[] probeCounts() {
         lock.lock();

@@ -272,6 +272,28 @@ class TcpQueuePairTest {
     }
 
     @Test
+    void shouldHandTheQueuePairOverBeforeEveryParkOfABlockingPoll() {
+        // The poll after each wake-up of a parked blocking poll drives the QP again, and the progress thread goes
+        // back to standby: announcing only the first park left a peer's READs waiting up to 1 ms at every later one
+        // (the transfer engine's agent waits 5 ms at a time). Each park must hand over again.
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        MemoryRegion rb = b.pd().allocateMemory(4096, ALL);
+        b.qp().postReceive(new ReceiveWorkRequest().local(rb, 64, 64)); // so that b's polls drive its QP
+        TcpQueuePair qb = (TcpQueuePair) b.qp();
+        WorkCompletion[] wc = WorkCompletion.array(4);
+        long most = 0;
+        // A loaded machine may deschedule this thread through a whole poll (one park only): a few attempts.
+        for (int attempt = 0; attempt < 50 && most < 2; attempt++) {
+            long before = qb.handOvers();
+            assertEquals(0, b.cq().poll(wc, wc.length, 10_000_000L)); // spins, yields, then parks ~9 times
+            most = Math.max(most, qb.handOvers() - before);
+        }
+        assertTrue(most >= 2, "a 10 ms blocking poll handed the QP over at most " + most + " time(s)");
+    }
+
+    @Test
     void shouldAcknowledgeALargeMessageAtTheDeliveringPoll() {
         // The receiver of a large message copies or reduces it before it answers, so the ACK must not wait for that
         // answer: the sender's completion (and the reuse of its buffer) depends on it. Held, it left with the
