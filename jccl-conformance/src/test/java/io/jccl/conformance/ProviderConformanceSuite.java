@@ -1304,6 +1304,46 @@ public abstract class ProviderConformanceSuite {
 
     @ParameterizedTest
     @EnumSource(PeerMode.class)
+    void shouldPostAListInOrderAndStopAtTheFirstRequestItRefuses(PeerMode mode) {
+        LocalEnd local = openLocal();
+        Link link = connect(local, peer(mode));
+        int n = 40; // more READs than the max_rd_atomic of 16: the list's tail waits for the first responses
+        PeerRegion target = link.peer().allocate(4096, ALL_REMOTE);
+        link.peer().fillPattern(target.id(), 0, 64L * n, 53);
+        MemoryRegion sink = local.region(64L * n, AccessFlag.LOCAL_WRITE);
+        SendWorkRequest[] list = new SendWorkRequest[n];
+        for (int i = 0; i < n; i++) {
+            list[i] = send(i, SendOpcode.RDMA_READ, SendFlag.SIGNALED, sink, 64L * i, 64)
+                .remote(target.address() + 64L * i, target.rkey());
+        }
+        assertEquals(n, link.qp().postSend(list, n), "ibv_post_send of a chain posts every request");
+        List<Completion> done = awaitLocal(local, link.qp(), n);
+        byte[] whole = Patterns.bytes(53, 64 * n);
+        for (int i = 0; i < n; i++) {
+            assertCompletion(done.get(i), i, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RDMA_READ);
+            assertArrayEquals(Arrays.copyOfRange(whole, 64 * i, 64 * i + 64), get(sink, 64L * i, 64), "READ " + i);
+        }
+        // bad_wr: the third request has more entries than max_send_sge; the two before it are posted, nothing after.
+        SendWorkRequest tooManySges = new SendWorkRequest(5).wrId(102).opcode(SendOpcode.RDMA_READ)
+            .flags(SendFlag.SIGNALED).remote(target.address(), target.rkey());
+        for (int i = 0; i < 5; i++) {
+            tooManySges.sge(i).set(sink, 8L * i, 8);
+        }
+        tooManySges.setSgeCount(5);
+        SendWorkRequest[] bad = {list[0].wrId(100), list[1].wrId(101), tooManySges, list[3].wrId(103)};
+        assertEquals(2, link.qp().postSend(bad, bad.length), "posted up to the refused request (bad_wr)");
+        assertThrows(VerbsException.class, () -> link.qp().postSend(Arrays.copyOfRange(bad, 2, 4), 2),
+            "the refused request at the head of a list throws its reason");
+        List<Completion> two = awaitLocal(local, link.qp(), 2);
+        assertCompletion(two.get(0), 100, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RDMA_READ);
+        assertCompletion(two.get(1), 101, WorkCompletionStatus.SUCCESS, WorkCompletionOpcode.RDMA_READ);
+        assertNoLocalCompletion(local, link.qp());
+        assertEquals(QueuePairState.READY_TO_SEND, link.qp().state(), "a refused post leaves the QP alone");
+        assertThrows(IllegalArgumentException.class, () -> link.qp().postSend(bad, 5), "count beyond the array");
+    }
+
+    @ParameterizedTest
+    @EnumSource(PeerMode.class)
     void shouldCarrySendsBothWaysAtOnce(PeerMode mode) throws Exception {
         LocalEnd local = openLocal();
         Link link = connect(local, peer(mode));

@@ -53,6 +53,38 @@ public interface QueuePair extends AutoCloseable {
     void postSend(SendWorkRequest request);
 
     /**
+     * Posts {@code requests[0..count)} in order as one list, as {@code ibv_post_send} posts a chained list of work
+     * requests: the same checks and semantics as posting them one by one, but the provider may start them together
+     * (tcp0 writes a list of small requests with one system call; shm0 executes them one after the other as
+     * {@link #postSend(SendWorkRequest)} would). The default posts them one by one.
+     *
+     * <p>Like {@code ibv_post_send}'s {@code bad_wr}: when request {@code i > 0} cannot be posted, the requests before
+     * it stay posted and the method returns {@code i}; posting request {@code i} again (alone, or as the head of a
+     * list) then throws the reason. When the first cannot be posted, it throws.
+     *
+     * @return how many requests from the front of the list were posted ({@code count} unless one was refused)
+     * @throws VerbsException as {@link #postSend(SendWorkRequest)}, for the list's first request
+     * @throws IllegalArgumentException when {@code count} is negative or larger than the array
+     */
+    default int postSend(SendWorkRequest[] requests, int count) {
+        if (count < 0 || count > requests.length) {
+            throw new IllegalArgumentException("post list of " + count + " requests, array holds "
+                + requests.length);
+        }
+        for (int i = 0; i < count; i++) {
+            try {
+                postSend(requests[i]);
+            } catch (VerbsException e) {
+                if (i == 0) {
+                    throw e;
+                }
+                return i;
+            }
+        }
+        return count;
+    }
+
+    /**
      * Posts a receive-queue request (allowed from INIT on).
      *
      * @throws VerbsException INVALID_ARGUMENT for a malformed request or a QP in RESET, NO_RESOURCES when full

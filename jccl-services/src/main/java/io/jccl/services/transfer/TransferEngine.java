@@ -798,7 +798,55 @@ public final class TransferEngine implements AutoCloseable {
                 enqueue(b);
             }
         }
+        if (posted != before) {
+            for (OutLink link : out) {
+                if (link != null && link.listed) {
+                    flushLists(link);
+                }
+            }
+        }
         return (int) (posted - before);
+    }
+
+    /**
+     * Posts the slices listed for each of the link's queue pairs as one post list per queue pair
+     * ({@link QueuePair#postSend(SendWorkRequest[], int)}): tcp0 then writes a batch's small READs with one system
+     * call instead of one each. A request the queue pair refuses fails its transfer, as a refused single post does,
+     * and so does every request listed after it (never posted).
+     */
+    private void flushLists(OutLink link) {
+        link.listed = false;
+        for (int qp = 0; qp < link.listCount.length; qp++) {
+            int count = link.listCount[qp];
+            if (count == 0) {
+                continue;
+            }
+            link.listCount[qp] = 0;
+            SendWorkRequest[] list = link.lists[qp];
+            int done = 0;
+            String why = null;
+            try {
+                done = link.qps[qp].postSend(list, count);
+                while (done < count) {
+                    link.qps[qp].postSend(list[done]); // the refused one (bad_wr) again, alone: throws its reason
+                    done++;
+                }
+            } catch (RuntimeException e) {
+                why = e.getMessage();
+            }
+            for (int k = done; k < count; k++) {
+                long id = list[k].wrId();
+                int slot = (int) (id >>> 48);
+                int t = (int) ((id >>> 22) & 0x3FFFFF);
+                TransferBatch b = batches[slot];
+                link.outstanding[qp]--;
+                link.posted[qp]--;
+                posted--;
+                b.inFlight--;
+                b.fail(t, "posting to rank " + link.peer + " failed: " + why);
+                release(b, slot);
+            }
+        }
     }
 
     /** Posts (or drops, or fails) the link's retries as far as its queue pairs have room. */
@@ -906,17 +954,12 @@ public final class TransferEngine implements AutoCloseable {
         int length = (int) Math.min(sliceLength, b.length[t] - offset);
         RemoteSegment r = b.remote[t];
         MemoryRegion local = b.local[t].regions[link.device];
-        send.wrId(sendId(b.slot, qp, t, slice))
+        // Listed, not posted: pump() posts each queue pair's list at once (flushLists), a refusal fails it there.
+        link.listed = true;
+        link.lists[qp][link.listCount[qp]++].wrId(sendId(b.slot, qp, t, slice))
             .opcode(b.write[t] ? SendOpcode.RDMA_WRITE : SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
             .remote(r.address + b.remoteOffset[t] + offset, r.rkey)
             .local(local, b.localOffset[t] + offset, length);
-        try {
-            link.qps[qp].postSend(send);
-        } catch (RuntimeException e) {
-            b.inFlight -= retry ? 1 : 0;
-            b.fail(t, "posting to rank " + r.rank() + " failed: " + e.getMessage());
-            return;
-        }
         link.outstanding[qp]++;
         link.posted[qp]++;
         posted++;
@@ -927,6 +970,9 @@ public final class TransferEngine implements AutoCloseable {
     private boolean postNotify(TransferBatch b, OutLink link, boolean retry) {
         if (link.outstanding[0] >= SEND_DEPTH) {
             return false;
+        }
+        if (link.listed) {
+            flushLists(link); // slices listed before it are posted before it
         }
         if (b.notifyWithImmediate) {
             // Zero length: no bytes land, the segment's address and key only make it a well-formed WRITE.
@@ -1116,6 +1162,10 @@ public final class TransferEngine implements AutoCloseable {
         long requestedAtNs;
         QueuePair[] qps = new QueuePair[0];
         int[] outstanding = new int[0];
+        /** Per queue pair, the slices pump() posts as one list, and how many are listed; whether any are. */
+        SendWorkRequest[][] lists = new SendWorkRequest[0][];
+        int[] listCount = new int[0];
+        boolean listed;
         /** Slices posted per queue pair index (over every generation): how evenly slices spread. */
         final long[] posted = new long[16];
         int next;
@@ -1128,6 +1178,20 @@ public final class TransferEngine implements AutoCloseable {
             this.device = deviceIndex[peer];
             this.notifyBuffers = devices[device].protectionDomain().allocateMemory(
                 (long) SEND_DEPTH * NOTIFICATION_MAX_BYTES, AccessFlag.LOCAL_WRITE);
+        }
+
+        /** Post lists for {@code n} queue pairs (kept when the count is unchanged: nothing is listed between pumps). */
+        void setLists(int n) {
+            listCount = new int[n];
+            listed = false;
+            if (lists.length != n) {
+                lists = new SendWorkRequest[n][SEND_DEPTH];
+                for (SendWorkRequest[] list : lists) {
+                    for (int k = 0; k < SEND_DEPTH; k++) {
+                        list[k] = new SendWorkRequest(1);
+                    }
+                }
+            }
         }
 
         /** A queue pair with room, round robin; -1 when all are full. */
@@ -1418,6 +1482,7 @@ public final class TransferEngine implements AutoCloseable {
             closeAll(link.qps);
             link.qps = new QueuePair[0];
             link.outstanding = new int[0];
+            link.setLists(0);
             link.state = OutLink.NEW;
         } finally {
             lock.unlock();
@@ -1440,6 +1505,7 @@ public final class TransferEngine implements AutoCloseable {
             g = link.generation;
             link.qps = qps;
             link.outstanding = new int[qps.length];
+            link.setLists(qps.length);
             link.requestedAtNs = System.nanoTime();
             link.state = OutLink.REQUESTED;
         } finally {

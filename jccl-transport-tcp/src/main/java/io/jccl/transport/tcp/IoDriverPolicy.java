@@ -42,7 +42,8 @@ package io.jccl.transport.tcp;
  *       QPs it drove stop counting as application-driven and a thread in standby is kicked urgently, so that it
  *       serves their sockets from {@code select()}. Without this a peer's READ arriving at a server whose only
  *       poller was parked waited for that poller or the next standby look: 1–2 ms (the transfer engine's agent
- *       polls its inbound queue this way).</li>
+ *       polls its inbound queue this way). Before every park of the poll, not only its first: the poll after
+ *       each wake-up drives the QPs again, and the progress thread goes back to standby.</li>
  * </ol>
  *
  * <p>These replace six flags that used to be spread over {@code TcpQueuePair} and {@code TcpEngine}: per QP
@@ -180,6 +181,8 @@ final class IoDriverPolicy {
         private volatile boolean ackHeld;
         /** The progress thread should look at this QP (rule 4). */
         private volatile boolean kicked;
+        /** Parking polls that handed this QP over (rule 6; racy increments, read by tests and diagnostics). */
+        volatile long handOvers;
 
         private QueuePairIo(IoDriverPolicy policy) {
             this.policy = policy;
@@ -216,6 +219,7 @@ final class IoDriverPolicy {
             if (!applicationDriven(System.nanoTime())) {
                 return;
             }
+            handOvers++;
             drivenNs = System.nanoTime() - DRIVEN_NS;
             if (policy.standby) {
                 policy.pollerHandOvers++;

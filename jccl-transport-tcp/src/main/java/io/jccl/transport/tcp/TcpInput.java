@@ -47,6 +47,8 @@ final class TcpInput {
     private int sinkCount;
     private int sinkIndex;
     private long sinkDone;
+    /** {@code read()} calls that returned bytes on this QP's sockets (tests, diagnostics: frames per read). */
+    private long readCalls;
 
     TcpInput(TcpQueuePair qp, Arena arena, int maxSges) {
         this.qp = qp;
@@ -72,6 +74,11 @@ final class TcpInput {
     /** Whether the payload of a peer's frame is being read (the peer's output is busy with it). */
     boolean midFrame() {
         return sinkIndex < sinkCount;
+    }
+
+    /** {@code read()} calls that returned bytes on this QP's sockets so far (empty polls not counted). */
+    long readCalls() {
+        return readCalls;
     }
 
     /** Reading requests resumes (the responder's ring drained). */
@@ -141,7 +148,11 @@ final class TcpInput {
             if (bytes > READ_BUDGET_BYTES) {
                 return work + 1;
             }
-            staging.compact();
+            if (staging.hasRemaining()) {
+                staging.compact(); // a partial header moves to the front
+            } else {
+                staging.clear(); // the common case, and every empty poll: no copy, no memory-session access
+            }
             int n;
             try {
                 n = channel.read(staging);
@@ -158,6 +169,7 @@ final class TcpInput {
             if (n == 0) {
                 return work;
             }
+            readCalls++;
             connection.received(System.nanoTime());
             bytes += n;
         }
@@ -254,6 +266,7 @@ final class TcpInput {
             if (n == 0) {
                 return moved;
             }
+            readCalls++;
             connection.received(System.nanoTime());
             sinkDone += n;
             moved += n;

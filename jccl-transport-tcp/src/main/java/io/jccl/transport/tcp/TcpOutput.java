@@ -15,11 +15,21 @@ import java.nio.channels.SocketChannel;
  * header is built ({@link FrameHeaderFlyweight}), small payloads copied behind it, large payloads written straight
  * from registered memory (the first piece in one gathering write with its header: one system call and no lone
  * 48-byte segment), and the output pump, which writes frames as the requester and responder produce them
- * ({@link TcpQueuePair#nextFrame()}) until the socket is full or the write budget is spent. Runs under the QP's lock.
+ * ({@link TcpQueuePair#nextFrame()}) until the socket is full or the write budget is spent. Frames that are ready
+ * together are <em>coalesced</em>: the pump appends small frames to the buffer while it holds less than
+ * {@link #COALESCE_BYTES} and writes them with one {@code write()} (a list of READ requests, or the READ responses
+ * to one input read, leave in one system call and arrive in one read; nothing waits for more frames to come).
+ * Runs under the QP's lock.
  */
 final class TcpOutput {
     /** Payloads up to this size are copied into the frame buffer: one write() per small message. */
     static final int SMALL_PAYLOAD_BYTES = 16 * 1024;
+    /**
+     * Frames ready at once are appended to the buffer while it holds less than this, then written together: 32 KiB
+     * carries 680 READ requests or ~100 READ responses of 256 B per system call (docs/transport-tcp.md, "Coalesced
+     * frames").
+     */
+    static final int COALESCE_BYTES = 32 * 1024;
 
     private final TcpQueuePair qp;
     private final TcpConnection connection;
@@ -32,6 +42,11 @@ final class TcpOutput {
     private final ByteBuffer[] gather = new ByteBuffer[2];
     /** Whether {@link #frame} holds bytes still to send. */
     private boolean framePending;
+    /** Where the frame built last starts in {@link #frame} (frames before it are coalesced and not yet sent). */
+    private int frameStart;
+    /** {@code write()} calls on the socket, and frames built (tests, diagnostics: frames per system call). */
+    private long writeCalls;
+    private long framesBuilt;
     private final RegionViews views = new RegionViews();
     // The current frame's payload in registered memory, written after (or gathered with) the frame buffer.
     private final SoftMemoryRegion[] sourceRegion;
@@ -53,7 +68,8 @@ final class TcpOutput {
         this.qp = qp;
         this.connection = qp.connection;
         this.counters = qp.counters;
-        frameSegment = arena.allocate(Wire.HEADER + Math.max(SMALL_PAYLOAD_BYTES, maxInlineBytes), 64);
+        frameSegment = arena.allocate(COALESCE_BYTES + Wire.HEADER + Math.max(SMALL_PAYLOAD_BYTES, maxInlineBytes),
+            64);
         frame = frameSegment.asByteBuffer();
         header.wrap(frame, 0);
         sourceRegion = new SoftMemoryRegion[maxSges];
@@ -81,6 +97,27 @@ final class TcpOutput {
         return budgetStops;
     }
 
+    /** {@code write()} calls made on this QP's sockets so far. */
+    long writeCalls() {
+        return writeCalls;
+    }
+
+    /** Frames built so far (handshake messages not counted). */
+    long framesBuilt() {
+        return framesBuilt;
+    }
+
+    /**
+     * Whether another frame may be appended to the buffer before it is written: nothing unsent follows a header from
+     * registered memory (a large payload must directly follow its header), and the buffer has room for the largest
+     * inline frame.
+     */
+    private boolean mayAppend() {
+        // sourceCount is 0 again only once a large payload is written to its last byte: until then nothing else
+        // may enter the stream, even with the buffer itself sent.
+        return sourceCount == 0 && (!framePending || frame.limit() <= COALESCE_BYTES);
+    }
+
     // ------------------------------------------------------------------------------------------------ the pump
 
     /**
@@ -96,12 +133,18 @@ final class TcpOutput {
         }
         pumpBytes = 0;
         long budget = TcpQueuePair.writeBudget;
+        boolean more = true;
         while (true) {
-            if (busy()) {
-                if (!writeCurrent()) {
-                    break;
+            // Coalesce: build every frame that is ready now while the buffer has room, then write them at once.
+            while (more && mayAppend()) {
+                if (!qp.nextFrame()) {
+                    more = false;
+                } else {
+                    frames++;
                 }
-                frames++;
+            }
+            if (!busy() || !writeCurrent()) {
+                break;
             }
             if (pumpBytes >= budget) {
                 if (qp.responder.hasResponses() || qp.requester.hasUnsent()) {
@@ -109,8 +152,8 @@ final class TcpOutput {
                 }
                 break;
             }
-            if (!qp.nextFrame()) {
-                break;
+            if (!more) {
+                break; // everything built is written, and nothing else was ready (writing starts nothing new)
             }
         }
         if (connection.state() == TcpConnection.CLOSING && !busy() && !qp.responder.hasResponses() && !outputShut) {
@@ -149,6 +192,7 @@ final class TcpOutput {
             } finally {
                 gather[1] = null;
             }
+            writeCalls++;
             if (n > 0) {
                 connection.sent(System.nanoTime());
                 pumpBytes += n;
@@ -161,6 +205,7 @@ final class TcpOutput {
         }
         if (framePending) {
             int n = channel.write(frame);
+            writeCalls++;
             if (n > 0) {
                 connection.sent(System.nanoTime());
                 pumpBytes += n;
@@ -182,6 +227,7 @@ final class TcpOutput {
             ByteBuffer view = views.view(sourceRegion[sourceIndex], sourceOffset[sourceIndex] + sourceDone,
                 remaining);
             int n = channel.write(view);
+            writeCalls++;
             if (n <= 0) {
                 return false;
             }
@@ -205,7 +251,15 @@ final class TcpOutput {
      */
     void header(int type, int flags, int syndrome, int timer, int psn, int length, int rkey, long va,
                 long operand1, long operand2, int imm) {
-        frame.clear();
+        if (framePending) {
+            frameStart = frame.limit(); // appended behind the unsent frames (mayAppend() said there is room)
+        } else {
+            frame.clear();
+            frameStart = 0;
+        }
+        frame.limit(frameStart + Wire.HEADER);
+        header.wrap(frame, frameStart);
+        framesBuilt++;
         header.type(type).flags(flags).syndrome(syndrome).rnrTimer(timer).psn(psn).length(length).rkey(rkey).va(va)
             .operand1(operand1).operand2(operand2).immediate(imm);
         int ack = 0;
@@ -217,19 +271,23 @@ final class TcpOutput {
             qp.responder.ackSentAlone();
         }
         header.ackWord(ack);
-        frame.limit(Wire.HEADER);
         framePending = true;
         counters.increment(Counter.PORT_XMIT_PACKETS);
     }
 
-    /** The frame buffer's memory (small payloads are gathered or copied into it at {@link Wire#HEADER}). */
+    /** The frame buffer's memory (small payloads are gathered or copied into it at {@link #payloadOffset()}). */
     MemorySegment frameSegment() {
         return frameSegment;
     }
 
+    /** Where the payload of the header just built goes in {@link #frameSegment()} when it is copied behind it. */
+    long payloadOffset() {
+        return frameStart + Wire.HEADER;
+    }
+
     /** The header just built is followed by {@code length} payload bytes already copied into the frame buffer. */
     void inlinePayload(int length) {
-        frame.limit(Wire.HEADER + length);
+        frame.limit(frameStart + Wire.HEADER + length);
     }
 
     /**
@@ -237,11 +295,13 @@ final class TcpOutput {
      * a carried ACK goes back to the response ring.
      */
     void cancelFrame() {
-        framePending = false;
         counters.add(Counter.PORT_XMIT_PACKETS, -1);
+        framesBuilt--;
         if (header.ackWord() != 0) {
             qp.responder.ackReturned();
         }
+        frame.limit(frameStart); // the frames coalesced before it stay
+        framePending = frame.hasRemaining();
     }
 
     /** Sets payload piece {@code index} of the next large frame (written from registered memory). */
@@ -285,6 +345,7 @@ final class TcpOutput {
     /** A new connection: nothing pending, FIN not sent, views dropped. */
     void reset() {
         frame.clear().limit(0);
+        frameStart = 0;
         framePending = false;
         sourceCount = sourceIndex = 0;
         sourceDone = 0;

@@ -533,6 +533,24 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         }
     }
 
+    /**
+     * {@code write()} calls, frames built and {@code read()} calls on this QP's sockets so far (tests, diagnostics:
+     * how many frames one system call carries).
+     */
+    long[] ioCounts() {
+        lock.lock();
+        try {
+            return new long[] {output.writeCalls(), output.framesBuilt(), input.readCalls()};
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Parking polls that handed this QP over to its progress thread so far (tests, diagnostics). */
+    long handOvers() {
+        return io.handOvers;
+    }
+
     /** {PINGs sent, PONGs received, PONGs sent} so far (tests, diagnostics). */
     long[] probeCounts() {
         lock.lock();

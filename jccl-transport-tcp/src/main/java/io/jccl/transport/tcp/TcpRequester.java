@@ -125,7 +125,7 @@ final class TcpRequester {
             output.header(type, flags, 0, 0, psn, length, oneSided ? slot.rkey : 0,
                 oneSided ? slot.remoteAddress : 0, 0, 0, slot.immediateData);
             if (length > 0) {
-                if (!qp.gatherInto(slot, output.frameSegment(), Wire.HEADER, length)) {
+                if (!qp.gatherInto(slot, output.frameSegment(), output.payloadOffset(), length)) {
                     output.cancelFrame();
                     return localError(index);
                 }

@@ -311,8 +311,8 @@ final class TcpResponder {
                 if (length > 0) {
                     SoftMemoryRegion region = respRegion[i];
                     if (length <= TcpOutput.SMALL_PAYLOAD_BYTES) {
-                        MemorySegment.copy(region.segment(), respOffset[i], output.frameSegment(), Wire.HEADER,
-                            length);
+                        MemorySegment.copy(region.segment(), respOffset[i], output.frameSegment(),
+                            output.payloadOffset(), length);
                         output.inlinePayload(length);
                     } else {
                         output.source(0, region, respOffset[i], length);

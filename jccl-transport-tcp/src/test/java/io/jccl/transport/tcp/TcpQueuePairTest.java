@@ -272,6 +272,28 @@ class TcpQueuePairTest {
     }
 
     @Test
+    void shouldHandTheQueuePairOverBeforeEveryParkOfABlockingPoll() {
+        // The poll after each wake-up of a parked blocking poll drives the QP again, and the progress thread goes
+        // back to standby: announcing only the first park left a peer's READs waiting up to 1 ms at every later one
+        // (the transfer engine's agent waits 5 ms at a time). Each park must hand over again.
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        MemoryRegion rb = b.pd().allocateMemory(4096, ALL);
+        b.qp().postReceive(new ReceiveWorkRequest().local(rb, 64, 64)); // so that b's polls drive its QP
+        TcpQueuePair qb = (TcpQueuePair) b.qp();
+        WorkCompletion[] wc = WorkCompletion.array(4);
+        long most = 0;
+        // A loaded machine may deschedule this thread through a whole poll (one park only): a few attempts.
+        for (int attempt = 0; attempt < 50 && most < 2; attempt++) {
+            long before = qb.handOvers();
+            assertEquals(0, b.cq().poll(wc, wc.length, 10_000_000L)); // spins, yields, then parks ~9 times
+            most = Math.max(most, qb.handOvers() - before);
+        }
+        assertTrue(most >= 2, "a 10 ms blocking poll handed the QP over at most " + most + " time(s)");
+    }
+
+    @Test
     void shouldAcknowledgeALargeMessageAtTheDeliveringPoll() {
         // The receiver of a large message copies or reduces it before it answers, so the ACK must not wait for that
         // answer: the sender's completion (and the reuse of its buffer) depends on it. Held, it left with the
@@ -496,6 +518,61 @@ class TcpQueuePairTest {
         }
         assertEquals(total, completed);
         assertEquals(total / 2, received);
+    }
+
+    /**
+     * A list of 256 small READs (twice the READ depth of 128) costs O(1) system calls on both sides: the requester
+     * writes the first 128 requests with one {@code write()} and the rest as responses free the depth, the responder
+     * answers each input read's requests with one {@code write()} per 32 KiB of responses. Before frames were
+     * coalesced every request and every response was a {@code write()} of its own (256 on each side).
+     */
+    @Test
+    void shouldCarryAListOfSmallReadsAndTheirResponsesInFewSystemCalls() {
+        int depth = 128;
+        int reads = 256;
+        int size = 256;
+        Side a = Side.create(ca, QueuePairInitAttributes.of(ca.createCompletionQueue(4)).withDepths(reads, 4));
+        Side b = Side.create(cb, QueuePairInitAttributes.of(cb.createCompletionQueue(4)).withDepths(4, 4));
+        a.qp().modify(QueuePairAttributes.toReadyToReceive(b.qp().localEndpoint()).maxDestRdAtomic(depth));
+        b.qp().modify(QueuePairAttributes.toReadyToReceive(a.qp().localEndpoint()).maxDestRdAtomic(depth));
+        a.qp().modify(QueuePairAttributes.toReadyToSend(a.qp().initialPsn()).maxRdAtomic(depth));
+        b.qp().modify(QueuePairAttributes.toReadyToSend(b.qp().initialPsn()).maxRdAtomic(depth));
+        MemoryRegion sink = a.pd().allocateMemory((long) reads * size, ALL);
+        MemoryRegion table = b.pd().allocateMemory((long) reads * size, ALL);
+        for (int i = 0; i < reads * size / 4; i++) {
+            table.segment().setAtIndex(ValueLayout.JAVA_INT, i, i * 31 + 7);
+        }
+        // One READ first: the connection is up and both sides' counters start after the handshake.
+        a.qp().postSend(new SendWorkRequest().wrId(-1).opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
+            .remote(table.address(), table.rkey()).local(sink, 0, 8));
+        pollSuccess(a.cq());
+        SendWorkRequest[] list = new SendWorkRequest[reads];
+        for (int i = 0; i < reads; i++) {
+            list[i] = new SendWorkRequest().wrId(i).opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
+                .remote(table.address() + (long) i * size, table.rkey()).local(sink, (long) i * size, size);
+        }
+        TcpQueuePair requester = (TcpQueuePair) a.qp();
+        TcpQueuePair responder = (TcpQueuePair) b.qp();
+        long[] req0 = requester.ioCounts();
+        long[] resp0 = responder.ioCounts();
+        assertEquals(reads, a.qp().postSend(list, reads));
+        for (int i = 0; i < reads; i++) {
+            WorkCompletion wc = pollSuccess(a.cq());
+            assertEquals(i, wc.wrId(), "in-order completion");
+        }
+        assertEquals(-1, sink.segment().mismatch(table.segment()), "every READ returned its bytes");
+        long[] req1 = requester.ioCounts();
+        long[] resp1 = responder.ioCounts();
+        long requestFrames = req1[1] - req0[1];
+        long responseFrames = resp1[1] - resp0[1];
+        long requestWrites = req1[0] - req0[0];
+        long responseWrites = resp1[0] - resp0[0];
+        String counts = "requester: " + requestFrames + " frames in " + requestWrites + " writes, "
+            + (req1[2] - req0[2]) + " reads; responder: " + responseFrames + " frames in " + responseWrites
+            + " writes, " + (resp1[2] - resp0[2]) + " reads";
+        assertTrue(requestFrames >= reads && responseFrames >= reads, counts);
+        assertTrue(requestWrites <= reads / 8, "a READ list costs few writes at the requester; " + counts);
+        assertTrue(responseWrites <= reads / 8, "READ responses are gathered into few writes; " + counts);
     }
 
     @Test

@@ -271,39 +271,80 @@ public abstract class AbstractQueuePair implements QueuePair, Progressable {
         boolean kick;
         lock.lock();
         try {
-            ensureOpen();
-            QueuePairState current = state;
-            if (current == QueuePairState.RESET || current == QueuePairState.INIT
-                || current == QueuePairState.READY_TO_RECEIVE) {
-                throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT,
-                    "ibv_post_send: QP 0x" + Integer.toHexString(queuePairNumber) + " is in " + current.shortName()
-                        + "; sends need RTS (drive it INIT -> RTR -> RTS first)");
-            }
-            if (sendTail - sendHead >= sendSlots.length) {
-                throw new VerbsException(VerbsException.Reason.NO_RESOURCES, "ibv_post_send: send queue full ("
-                    + sendSlots.length + " outstanding); poll the completion queue, or signal more often");
-            }
-            SendSlot slot = sendSlots[(int) (sendTail % sendSlots.length)];
-            slot.copyFrom(request, init.signalAll());
-            if ((request.flags() & SendFlag.INLINE) != 0 && slot.length > 0) {
-                copyInline(slot);
-            }
-            sendTail++;
-            if (current == QueuePairState.ERROR) {
-                flushSends();
-                kick = false;
-            } else if (executesSendsUnderPostLock()) {
-                onSendPostedLocked(); // saves a second lock round trip per post
-                kick = false;
-            } else {
-                kick = true;
-            }
+            kick = enqueueSend(request);
         } finally {
             lock.unlock();
         }
         if (kick) {
             onSendPosted();
         }
+    }
+
+    /**
+     * Posts a list under one lock and starts it with one {@link #onSendPosted()} (tcp: one output pump, so one
+     * {@code write()} for a list of small requests); providers that execute under the post lock run each request as
+     * it is queued, exactly as single posts do.
+     */
+    @Override
+    public int postSend(SendWorkRequest[] requests, int count) {
+        if (count < 0 || count > requests.length) {
+            throw new IllegalArgumentException("post list of " + count + " requests, array holds "
+                + requests.length);
+        }
+        int posted = 0;
+        boolean kick = false;
+        try {
+            lock.lock();
+            try {
+                for (; posted < count; posted++) {
+                    SendWorkRequest request = requests[posted];
+                    validateSend(request);
+                    kick |= enqueueSend(request);
+                }
+            } finally {
+                lock.unlock();
+            }
+        } catch (VerbsException e) {
+            if (posted == 0) {
+                throw e;
+            }
+        } finally {
+            if (kick) {
+                onSendPosted();
+            }
+        }
+        return posted;
+    }
+
+    /** Queues one validated send under the lock; returns whether {@link #onSendPosted()} is due after unlocking. */
+    private boolean enqueueSend(SendWorkRequest request) {
+        ensureOpen();
+        QueuePairState current = state;
+        if (current == QueuePairState.RESET || current == QueuePairState.INIT
+            || current == QueuePairState.READY_TO_RECEIVE) {
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT,
+                "ibv_post_send: QP 0x" + Integer.toHexString(queuePairNumber) + " is in " + current.shortName()
+                    + "; sends need RTS (drive it INIT -> RTR -> RTS first)");
+        }
+        if (sendTail - sendHead >= sendSlots.length) {
+            throw new VerbsException(VerbsException.Reason.NO_RESOURCES, "ibv_post_send: send queue full ("
+                + sendSlots.length + " outstanding); poll the completion queue, or signal more often");
+        }
+        SendSlot slot = sendSlots[(int) (sendTail % sendSlots.length)];
+        slot.copyFrom(request, init.signalAll());
+        if ((request.flags() & SendFlag.INLINE) != 0 && slot.length > 0) {
+            copyInline(slot);
+        }
+        sendTail++;
+        if (current == QueuePairState.ERROR) {
+            flushSends();
+            return false;
+        }
+        if (executesSendsUnderPostLock()) {
+            onSendPostedLocked(); // saves a second lock round trip per post
+            return false;
+        }
+        return true;
     }
 
     /**
