@@ -131,6 +131,32 @@ public final class Communicator implements AutoCloseable {
     private volatile boolean closed;
     /** Rounds of the warm-up at creation ({@link Warmup}; tests read it). */
     int warmupRounds;
+    /** When {@link #init} ended ({@link System#nanoTime()}: joined, CPU placement exchanged, first barrier done). */
+    private long initDoneNs;
+    /** The phases of this communicator's last shrink (tests and the fault-injection breakdown read it); or null. */
+    volatile ShrinkTimes lastShrinkTimes;
+
+    /**
+     * When the phases of a shrink ended ({@link System#nanoTime()}), for the recovery breakdown of
+     * docs/fault-tolerance.md: {@code startNs} the call, {@code decidedNs} the agreement on the members (the last
+     * attempt's), {@code joinStepsNs} the new communicator's join steps ({@link Bootstrap.Result#stepsNs}),
+     * {@code initNs} its CPU-placement exchange and first barrier, {@code readyNs} its warm-up (the call returns).
+     */
+    record ShrinkTimes(long startNs, long decidedNs, long[] joinStepsNs, long initNs, long readyNs, int attempts,
+                       int storeIndex) {
+        /** The phases in milliseconds, for a log line. */
+        String describe() {
+            return String.format(java.util.Locale.ROOT, "agreement %.1f ms (store %d, attempt %d), join records %.1f"
+                + " ms, devices %.1f ms, queue pairs %.1f ms, all connected %.1f ms, placement and barrier %.1f ms,"
+                + " warm-up %.1f ms", ms(startNs, decidedNs), storeIndex, attempts, ms(decidedNs, joinStepsNs[0]),
+                ms(joinStepsNs[0], joinStepsNs[1]), ms(joinStepsNs[1], joinStepsNs[2]), ms(joinStepsNs[2],
+                joinStepsNs[3]), ms(joinStepsNs[3], initNs), ms(initNs, readyNs));
+        }
+
+        private static double ms(long fromNs, long toNs) {
+            return (toNs - fromNs) / 1e6;
+        }
+    }
     /**
      * While the warm-up runs (in create, before the communicator is returned): its operations are JCCL's, not the
      * application's, so they count in no statistics and record no JFR event (their sequence numbers stay used).
@@ -324,6 +350,7 @@ public final class Communicator implements AutoCloseable {
             waits.setDeadline(deadline);
             dispatch.barrier(direct ? Algorithm.DIRECT : Algorithm.RING, sig);
         }
+        initDoneNs = System.nanoTime();
         log.info(rank, Log.Subsys.INIT, this::summary);
     }
 
@@ -1041,6 +1068,7 @@ public final class Communicator implements AutoCloseable {
             for (int attempt = 1; ; attempt++) {
                 String tag = epoch + (attempt > 1 ? "." + attempt : "");
                 Located at = decide("shrink " + tag, "shrink" + tag + "/", -1, suspected, deadline);
+                long decidedNs = System.nanoTime();
                 int[] members = at.decision().members();
                 int newRank = java.util.Arrays.binarySearch(members, rank);
                 if (newRank < 0) {
@@ -1078,8 +1106,11 @@ public final class Communicator implements AutoCloseable {
                     c.succession = succession.handOn(at.index(), members);
                     succession = null;
                 }
+                ShrinkTimes times = new ShrinkTimes(startNs, decidedNs, c.joined.stepsNs(), c.initDoneNs,
+                    System.nanoTime(), attempt, at.index());
+                lastShrinkTimes = times;
                 log.info(rank, Log.Subsys.INIT, () -> "shrink " + tag + " ready after "
-                    + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs) + " ms");
+                    + TimeUnit.NANOSECONDS.toMillis(times.readyNs() - startNs) + " ms: " + times.describe());
                 return c;
             }
         } finally {
