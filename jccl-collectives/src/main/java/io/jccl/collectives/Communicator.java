@@ -28,6 +28,7 @@ import io.jccl.collectives.tuning.TuningParameters;
 import io.jccl.common.CpuAffinity;
 import io.jccl.common.Log;
 import io.jccl.common.NativeAccess;
+import io.jccl.common.ProcessExits;
 import io.jccl.verbs.Counter;
 import io.jccl.verbs.MemoryRegion;
 
@@ -131,6 +132,8 @@ public final class Communicator implements AutoCloseable {
     private volatile boolean closed;
     /** Rounds of the warm-up at creation ({@link Warmup}; tests read it). */
     int warmupRounds;
+    /** Watches of the same-host peers' processes: a kill -9 is noticed at once ({@link ProcessExits}). */
+    private final java.util.List<ProcessExits.Watch> exitWatches = new java.util.ArrayList<>();
     /** When {@link #init} ended ({@link System#nanoTime()}: joined, CPU placement exchanged, first barrier done). */
     private long initDoneNs;
     /** The phases of this communicator's last shrink (tests and the fault-injection breakdown read it); or null. */
@@ -316,6 +319,7 @@ public final class Communicator implements AutoCloseable {
         messagePath = joined.messagePath();
         directPath = joined.directPath();
         failures.attach(messagePath, directPath);
+        watchPeerExits();
         exchange = new Exchange(messagePath, waits, kernels, rank, size);
         boolean direct = joined.direct();
         directBarrier = direct ? new DirectBarrier(directPath) : null;
@@ -352,6 +356,25 @@ public final class Communicator implements AutoCloseable {
         }
         initDoneNs = System.nanoTime();
         log.info(rank, Log.Subsys.INIT, this::summary);
+    }
+
+    /**
+     * Watches the processes of the same-host peers: when one exits (a kill -9), every wait checks its peers at once
+     * and then every millisecond ({@link WaitPolicy#peerExited}), instead of at its next 100 ms health check. A peer
+     * on another host is noticed by its transport (its kernel resets the connections).
+     */
+    private void watchPeerExits() {
+        for (int j = 0; j < size; j++) {
+            long pid = messagePath.localPid(j);
+            if (pid > 0) {
+                int peer = j;
+                exitWatches.add(ProcessExits.watch(pid, () -> {
+                    waits.peerExited();
+                    log.info(rank, Log.Subsys.INIT, () -> "'" + options.name() + "': rank " + peer + "'s process "
+                        + pid + " exited");
+                }));
+            }
+        }
     }
 
     // ============================================================================================ accessors
@@ -1300,6 +1323,9 @@ public final class Communicator implements AutoCloseable {
     }
 
     private void closeResources() {
+        for (ProcessExits.Watch w : exitWatches) {
+            w.close();
+        }
         if (messagePath != null) {
             messagePath.closeSourceCaches();
         }

@@ -645,6 +645,15 @@ public final class MessagePath implements AutoCloseable {
         }
     }
 
+    /**
+     * The pid of {@code peerRank}'s process when it runs on this host in this PID namespace (its exit can be
+     * watched: {@link io.jccl.common.ProcessExits}), else 0.
+     */
+    public long localPid(int peerRank) {
+        Peer p = peerRank >= 0 && peerRank < peers.length ? peers[peerRank] : null;
+        return p == null || !p.sameHost || p.pid <= 0 || p.pid == ProcessIds.self() ? 0 : p.pid;
+    }
+
     /** Whether {@code peerRank} runs on this host and its process is gone (a kill -9 seen without any traffic). */
     public boolean processGone(int peerRank) {
         Peer p = peerRank >= 0 && peerRank < peers.length ? peers[peerRank] : null;
