@@ -197,27 +197,50 @@ final class StoreSuccession implements AutoCloseable {
             + "how many ranks serve one");
     }
 
-    /** The latest store after {@code index} where survivors gather under {@code prefix}, or -1. */
+    /**
+     * The latest store after {@code index} where survivors gather under {@code prefix}, or -1. The stores are looked
+     * at in parallel (a virtual thread each): one look costs a connection and a handshake to each (tens of
+     * milliseconds on a loaded host), and every proposal makes it, so in a row they added up on the recovery path.
+     */
     private int gatheringAbove(int index, UnaryOperator<Store> namespace, String prefix) {
-        int found = -1;
+        List<Thread> looks = new ArrayList<>();
+        boolean[] gathering = new boolean[candidates.size()];
         for (int j = index + 1; j < candidates.size(); j++) {
             Candidate c = candidates.get(j);
             if (c.dead) {
                 continue;
             }
-            TcpStore base = open(c, LOOK_ABOVE_NS);
-            if (base == null) {
-                continue; // not marked dead: it was only a short look
-            }
+            int at = j;
+            looks.add(Thread.ofVirtual().start(() -> gathering[at] = lookAt(c, namespace, prefix)));
+        }
+        for (Thread t : looks) {
             try {
-                if (namespace.apply(base).check(prefix + ACTIVE_KEY, LOOK_ABOVE_NS)) {
-                    found = j;
-                }
-            } catch (StoreException e) {
-                // slow or gone: not where the others gather
+                t.join(); // each look is bounded (LOOK_ABOVE_NS per step)
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        }
+        int found = -1;
+        for (int j = index + 1; j < candidates.size(); j++) {
+            if (gathering[j]) {
+                found = j;
             }
         }
         return found;
+    }
+
+    /** Whether survivors gather on {@code c} under {@code prefix} (a short look: slow or gone counts as no). */
+    private boolean lookAt(Candidate c, UnaryOperator<Store> namespace, String prefix) {
+        TcpStore base = open(c, LOOK_ABOVE_NS);
+        if (base == null) {
+            return false; // not marked dead: it was only a short look
+        }
+        try {
+            return namespace.apply(base).check(prefix + ACTIVE_KEY, LOOK_ABOVE_NS);
+        } catch (StoreException e) {
+            return false; // slow or gone: not where the others gather
+        }
     }
 
     /** The candidate's client if something accepts connections there, else null (opening it when needed). */
@@ -225,6 +248,12 @@ final class StoreSuccession implements AutoCloseable {
         if (!TcpStore.reachable(c.host, c.port, timeoutNs)) {
             return null;
         }
+        synchronized (c) { // looks at later stores run in parallel (never two on one candidate; this is cheap)
+            return openLocked(c, timeoutNs);
+        }
+    }
+
+    private TcpStore openLocked(Candidate c, long timeoutNs) {
         if (c.client == null) {
             try {
                 c.client = new TcpStore(c.host, c.port, false, timeoutNs, secret);

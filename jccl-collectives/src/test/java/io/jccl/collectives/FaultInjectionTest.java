@@ -144,9 +144,11 @@ class FaultInjectionTest {
                 System.out.println("trial " + seed + ": started in " + (killMs - startMs) + " ms, all exited "
                     + (System.currentTimeMillis() - killMs) + " ms after the kill at " + killMs + "; victim " + victim
                     + (second >= 0 ? ", then " + second + " after " + secondDelayMs + " ms" : ""));
+                boolean all = "2".equals(System.getenv("JCCL_FI_VERBOSE"));
                 for (int r = 0; r < n; r++) {
                     for (String line : job.out(r).split("\n")) {
-                        if (line.startsWith("PHASES") || line.contains("shrink") && line.contains("ready after")) {
+                        if (all || line.startsWith("PHASES") || line.contains("ready after")
+                            || line.contains("looks at the records")) {
                             System.out.println("  " + line);
                         }
                     }

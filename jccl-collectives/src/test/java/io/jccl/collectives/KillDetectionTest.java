@@ -62,4 +62,24 @@ class KillDetectionTest {
             assertTrue(e.getMessage().contains("rank 2 reported: rank 2: out of memory"), e.getMessage());
         }
     }
+
+    /**
+     * With the store gone (its host, rank 0, killed), the first report that finds it silent is the last one tried:
+     * the revocation and later failures do not each wait out a store call's timeout on the way to the shrink.
+     */
+    @Test
+    void aStoreThatDidNotAnswerIsNotAskedAgainByLaterReports() {
+        List<String> calls = new CopyOnWriteArrayList<>();
+        AbortNoticeTest.Severable severable = new AbortNoticeTest.Severable(new InMemoryStore());
+        severable.severed = true;
+        try (Store store = recording(severable, calls)) {
+            Failures f = new Failures(1, "kill", store, new FlightRecorder(4));
+            f.failed(new CollectiveException.PeerFailure(0, "rank 0 closed the connection"), -1);
+            int afterFailure = calls.size();
+            f.revoke("recovering");
+            f.failed(new CollectiveException.PeerFailure(2, "rank 2 closed the connection"), -1);
+            assertEquals(1, afterFailure, "one store call found it silent: " + calls);
+            assertEquals(afterFailure, calls.size(), "later reports skipped the silent store: " + calls);
+        }
+    }
 }
