@@ -83,6 +83,8 @@ final class StoreSuccession implements AutoCloseable {
     private final int rank;
     /** This rank's standby server, or null. */
     private TcpStoreServer server;
+    /** Closed, or its clients handed on: a background open ({@link #preopenAbove}) that ends now opens nothing. */
+    private volatile boolean closedOrHandedOn;
 
     private StoreSuccession(List<Candidate> candidates, TcpStoreServer server, String secret, int rank) {
         this.candidates = candidates;
@@ -169,6 +171,7 @@ final class StoreSuccession implements AutoCloseable {
             }
             int index = i;
             int[] above = {-1};
+            preopenAbove(index);
             try {
                 Shrink.Decision d = protocol.on(namespace.apply(base), () -> {
                     above[0] = gatheringAbove(index, namespace, prefix);
@@ -195,6 +198,20 @@ final class StoreSuccession implements AutoCloseable {
             + "job's store and every standby store (" + candidates + ") refused or did not answer within "
             + TimeUnit.NANOSECONDS.toMillis(peerTimeoutNs) + " ms (JCCL_PEER_TIMEOUT); JCCL_STANDBY_STORES sets "
             + "how many ranks serve one");
+    }
+
+    /**
+     * Connects to the stores after {@code index} in the background (a virtual thread each), while this rank waits
+     * for the others' join records: the look at them before proposing ({@link #gatheringAbove}) then finds the
+     * connections made. Measured before: that look took 27-100 ms of the agreement (4 ranks, shm0, loaded host).
+     */
+    private void preopenAbove(int index) {
+        for (int j = index + 1; j < candidates.size(); j++) {
+            Candidate c = candidates.get(j);
+            if (!c.dead && c.client == null) {
+                Thread.ofVirtual().name("jccl-store-preopen").start(() -> open(c, LOOK_ABOVE_NS));
+            }
+        }
     }
 
     /**
@@ -254,7 +271,7 @@ final class StoreSuccession implements AutoCloseable {
     }
 
     private TcpStore openLocked(Candidate c, long timeoutNs) {
-        if (c.client == null) {
+        if (c.client == null && !closedOrHandedOn) {
             try {
                 c.client = new TcpStore(c.host, c.port, false, timeoutNs, secret);
                 c.ownsClient = true;
@@ -271,6 +288,7 @@ final class StoreSuccession implements AutoCloseable {
      * go with it; this object is left empty.
      */
     StoreSuccession handOn(int index, int[] members) {
+        closedOrHandedOn = true;
         List<Candidate> next = new ArrayList<>();
         for (int j = index; j < candidates.size(); j++) {
             Candidate c = candidates.get(j);
@@ -278,8 +296,10 @@ final class StoreSuccession implements AutoCloseable {
             if (j > index && newHost < 0) { // not c.dead: that is this rank's view, and the lists must agree
                 continue;
             }
-            next.add(new Candidate(Math.max(-1, newHost), c.host, c.port, c.client, c.ownsClient));
-            c.ownsClient = false;
+            synchronized (c) { // a background open may still run (preopenAbove)
+                next.add(new Candidate(Math.max(-1, newHost), c.host, c.port, c.client, c.ownsClient));
+                c.ownsClient = false;
+            }
         }
         StoreSuccession s = new StoreSuccession(next, server, secret, Arrays.binarySearch(members, rank));
         server = null;
@@ -324,10 +344,13 @@ final class StoreSuccession implements AutoCloseable {
     /** Closes this rank's standby server and the clients this object opened. */
     @Override
     public void close() {
+        closedOrHandedOn = true;
         for (Candidate c : candidates) {
-            if (c.ownsClient && c.client != null) {
-                c.client.close();
-                c.ownsClient = false;
+            synchronized (c) { // a background open may still run (preopenAbove)
+                if (c.ownsClient && c.client != null) {
+                    c.client.close();
+                    c.ownsClient = false;
+                }
             }
         }
         if (server != null) {

@@ -43,6 +43,11 @@ public final class TcpStore implements Store {
     private DataInputStream in;
     private DataOutputStream out;
     private volatile boolean closed;
+    /**
+     * Whether a connection to the server was ever made: a refusal after that means the server's process is gone
+     * (a kill -9 of the rank that hosted it), and retrying it until the call's deadline only delays the caller.
+     */
+    private boolean everConnected;
     private final ByteArrayOutputStream frame = new ByteArrayOutputStream(256);
     private final DataOutputStream frameOut = new DataOutputStream(frame);
     // The server's limits, from its handshake.
@@ -159,7 +164,17 @@ public final class TcpStore implements Store {
                 in = i;
                 out = o;
                 lastUseNs = System.nanoTime();
+                everConnected = true;
                 return;
+            } catch (java.net.ConnectException e) {
+                closeQuietly(s);
+                if (everConnected) {
+                    // the server listened before and refuses now: its process died; fail at once (recovery paths
+                    // then move on, to a standby store or without the store) instead of retrying to the deadline
+                    throw new StoreException(describe() + ": connection refused by a server that was there before"
+                        + " (its process is gone): " + e.getMessage(), e);
+                }
+                last = e;
             } catch (IOException e) {
                 last = e;
                 closeQuietly(s);

@@ -173,6 +173,25 @@ class StoreTest {
         client.close();
     }
 
+    /**
+     * A server that was there and now refuses connections died (its rank was killed): the next call fails at once
+     * with "connection refused", instead of retrying the refused connection until its deadline (issue 17: a
+     * survivor's failure report to a killed rank 0's store held its recovery for the report's timeout).
+     */
+    @Test
+    void tcpServerThatRefusesAfterServingFailsTheNextCallAtOnce() {
+        TcpStore server = new TcpStore("127.0.0.1", 0, true, SECOND);
+        try (TcpStore client = new TcpStore("127.0.0.1", server.port(), false, SECOND)) {
+            client.setString("k", "v", SECOND);
+            server.close();
+            // an hour: retrying to the deadline would time out this test, not pass it
+            StoreException e = assertThrows(StoreException.class, () -> client.setString("k2", "v",
+                TimeUnit.HOURS.toNanos(1)));
+            assertFalse(e instanceof StoreTimeoutException, e.toString());
+            assertTrue(e.getMessage().contains("refused"), e.getMessage());
+        }
+    }
+
     @Test
     void prefixStoresAreSeparateNamespaces() {
         InMemoryStore base = new InMemoryStore();
