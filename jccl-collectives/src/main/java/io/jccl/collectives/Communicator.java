@@ -289,7 +289,8 @@ public final class Communicator implements AutoCloseable {
 
     /** The communicator's view of {@code base}: sealed with the job's secret (if any), under {@code jccl/NAME}. */
     private static Store namespaced(Store base, CommunicatorOptions options) {
-        Store sealed = options.authSecret() == null || base instanceof SealedStore ? base
+        Store sealed = options.authSecret() == null || base instanceof SealedStore
+            || base instanceof JoinWatchStore w && w.inner() instanceof SealedStore ? base
             : new SealedStore(base, options.authSecret(), options.jobId());
         return new PrefixStore("jccl/" + options.name(), sealed);
     }
@@ -990,7 +991,8 @@ public final class Communicator implements AutoCloseable {
 
     private static Communicator join(Store base, Store owned, CommunicatorOptions options) {
         requireNativeAccess();
-        Store sealed = options.authSecret() == null || base instanceof SealedStore ? base
+        Store sealed = options.authSecret() == null || base instanceof SealedStore
+            || base instanceof JoinWatchStore w && w.inner() instanceof SealedStore ? base
             : new SealedStore(base, options.authSecret(), options.jobId());
         Store board = new PrefixStore(JOIN_BOARD, sealed);
         long deadline = System.nanoTime() + options.timeoutNs();
@@ -1104,8 +1106,13 @@ public final class Communicator implements AutoCloseable {
                     + newRank + " of " + members.length);
                 CommunicatorOptions o = options.withName(options.name() + ".shrink" + tag);
                 Communicator c;
+                // a member killed after the decision never joins: watch the members' processes while joining
+                MessagePath m = messagePath;
+                JoinWatchStore watch = new JoinWatchStore(at.base(), members.length, newRank,
+                    j -> m != null && m.processGone(members[j]));
                 try {
-                    c = create(at.base(), null, newRank, members.length, o, joinTimeoutNs, null);
+                    c = create(watch, null, newRank, members.length, o, joinTimeoutNs, null);
+                    watch.disarm();
                 } catch (CollectiveException.PeerFailure | CollectiveException.Timeout | StoreException e) {
                     if (System.nanoTime() - deadline > 0) {
                         throw e;
