@@ -369,7 +369,9 @@ public final class Communicator implements AutoCloseable {
             long pid = messagePath.localPid(j);
             if (pid > 0) {
                 int peer = j;
+                MessagePath m = messagePath;
                 exitWatches.add(ProcessExits.watch(pid, () -> {
+                    m.markExited(peer);
                     waits.peerExited();
                     log.info(rank, Log.Subsys.INIT, () -> "'" + options.name() + "': rank " + peer + "'s process "
                         + pid + " exited");
