@@ -1110,8 +1110,9 @@ public final class Communicator implements AutoCloseable {
                 Communicator c;
                 // a member killed after the decision never joins: watch the members' processes while joining
                 MessagePath m = messagePath;
+                StoreSuccession live = succession;
                 JoinWatchStore watch = new JoinWatchStore(at.base(), members.length, newRank,
-                    j -> m != null && m.processGone(members[j]));
+                    j -> m != null && m.processGone(members[j]) || live != null && live.refused(members[j]));
                 try {
                     c = create(watch, null, newRank, members.length, o, joinTimeoutNs, null);
                     watch.disarm();
@@ -1160,7 +1161,9 @@ public final class Communicator implements AutoCloseable {
      */
     private Located decide(String what, String prefix, int value, java.util.BitSet suspected, long deadline) {
         MessagePath m = messagePath;
-        java.util.function.IntPredicate gone = j -> m != null && m.processGone(j);
+        StoreSuccession live = succession;
+        // dead by the kernel's word: a same-host process gone, or a rank's liveness port refused (another host)
+        java.util.function.IntPredicate gone = j -> m != null && m.processGone(j) || live != null && live.refused(j);
         long waitNs = options.peerTimeoutNs();
         if (succession == null) {
             Shrink.Decision d = Shrink.decide(store, prefix, rank, size, value, suspected, gone, waitNs, deadline);

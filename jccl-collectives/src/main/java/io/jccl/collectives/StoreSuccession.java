@@ -83,14 +83,61 @@ final class StoreSuccession implements AutoCloseable {
     private final int rank;
     /** This rank's standby server, or null. */
     private TcpStoreServer server;
+    /**
+     * Every rank's liveness port ("address port", {@link Liveness}; null: none), by rank: during an agreement a
+     * silent rank on another host is probed there, so that one killed after the revocation broke the links is left
+     * out in a round trip, not after JCCL_PEER_TIMEOUT. Null when unknown (a joiner's list).
+     */
+    private final String[] liveness;
+    /** Per rank: found dead by a probe; when it was last probed; whether a probe runs (guarded by this). */
+    private final boolean[] refused;
+    private final long[] probedNs;
+    private final boolean[] probing;
     /** Closed, or its clients handed on: a background open ({@link #preopenAbove}) that ends now opens nothing. */
     private volatile boolean closedOrHandedOn;
 
-    private StoreSuccession(List<Candidate> candidates, TcpStoreServer server, String secret, int rank) {
+    private StoreSuccession(List<Candidate> candidates, TcpStoreServer server, String secret, int rank,
+                             String[] liveness) {
         this.candidates = candidates;
         this.server = server;
         this.secret = secret;
         this.rank = rank;
+        this.liveness = liveness;
+        int n = liveness == null ? 0 : liveness.length;
+        this.refused = new boolean[n];
+        this.probedNs = new long[n];
+        this.probing = new boolean[n];
+    }
+
+    /** How often one rank's liveness port is probed at most while an agreement waits for it. */
+    private static final long PROBE_INTERVAL_NS = TimeUnit.MILLISECONDS.toNanos(100);
+
+    /**
+     * Whether rank {@code j}'s liveness port refused a connection (its process is gone). Never blocks: starts a probe
+     * in the background (at most one per rank at a time, one per {@link #PROBE_INTERVAL_NS}) and answers with what
+     * the probes found so far.
+     */
+    boolean refused(int j) {
+        if (liveness == null || j < 0 || j >= liveness.length || liveness[j] == null || j == rank) {
+            return false;
+        }
+        synchronized (this) {
+            long now = System.nanoTime();
+            if (refused[j] || probing[j] || (probedNs[j] != 0 && now - probedNs[j] < PROBE_INTERVAL_NS)) {
+                return refused[j];
+            }
+            probing[j] = true;
+            probedNs[j] = now;
+        }
+        String address = liveness[j];
+        Thread.ofVirtual().name("jccl-liveness-probe").start(() -> {
+            Liveness.Verdict v = Liveness.probe(address, PROBE_INTERVAL_NS);
+            synchronized (this) {
+                probing[j] = false;
+                refused[j] |= v == Liveness.Verdict.DEAD;
+            }
+        });
+        return false;
     }
 
     /** {@code JCCL_STANDBY_STORES}: how many ranks (1..K) serve a standby store; 0 turns the succession off. */
@@ -121,8 +168,17 @@ final class StoreSuccession implements AutoCloseable {
         int hosts = Math.min(standbyCount, size - 1);
         TcpStoreServer server = null;
         try {
+            InetAddress local = primary.localAddress();
+            String live = null;
+            if (local != null) {
+                try {
+                    live = Liveness.listen(local);
+                } catch (java.io.IOException e) {
+                    Log.get().info(rank, Log.Subsys.INIT, () -> "no liveness port on " + local + ": " + e);
+                }
+            }
+            store.setString("live/" + rank, live == null ? "-" : live, remaining(deadlineNs));
             if (rank >= 1 && rank <= hosts) {
-                InetAddress local = primary.localAddress();
                 String address = local == null ? primary.host() : local.getHostAddress();
                 server = TcpStoreServer.forStore(address, 0, Config.value("JCCL_STORE_BIND"),
                     TcpStoreServer.Settings.fromConfig().withSecret(secret));
@@ -134,7 +190,12 @@ final class StoreSuccession implements AutoCloseable {
                 String[] f = store.getString("standby/" + h, remaining(deadlineNs)).split(" ");
                 list.add(new Candidate(h, f[0], Integer.parseInt(f[1]), null, false));
             }
-            return new StoreSuccession(list, server, secret, rank);
+            String[] liveness = new String[size];
+            for (int j = 0; j < size; j++) {
+                String v = store.getString("live/" + j, remaining(deadlineNs));
+                liveness[j] = v.equals("-") ? null : v;
+            }
+            return new StoreSuccession(list, server, secret, rank, liveness);
         } catch (RuntimeException e) {
             if (server != null) {
                 server.close();
@@ -301,7 +362,14 @@ final class StoreSuccession implements AutoCloseable {
                 c.ownsClient = false;
             }
         }
-        StoreSuccession s = new StoreSuccession(next, server, secret, Arrays.binarySearch(members, rank));
+        String[] live = null;
+        if (liveness != null) {
+            live = new String[members.length];
+            for (int j = 0; j < members.length; j++) {
+                live[j] = liveness[members[j]];
+            }
+        }
+        StoreSuccession s = new StoreSuccession(next, server, secret, Arrays.binarySearch(members, rank), live);
         server = null;
         return s;
     }
@@ -333,7 +401,7 @@ final class StoreSuccession implements AutoCloseable {
             list.add(new Candidate(Integer.parseInt(item.substring(0, at)), host, port, same ? joinedThrough : null,
                 false));
         }
-        return new StoreSuccession(list, null, secret, rank);
+        return new StoreSuccession(list, null, secret, rank, null);
     }
 
     /** The store the list starts with, unwrapped (the one a communicator created by a shrink joined through). */

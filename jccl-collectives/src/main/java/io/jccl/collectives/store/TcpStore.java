@@ -168,7 +168,8 @@ public final class TcpStore implements Store {
                 return;
             } catch (java.net.ConnectException e) {
                 closeQuietly(s);
-                if (everConnected) {
+                if (everConnected && String.valueOf(e.getMessage()).toLowerCase(java.util.Locale.ROOT)
+                    .contains("refused")) {
                     // the server listened before and refuses now: its process died; fail at once (recovery paths
                     // then move on, to a standby store or without the store) instead of retrying to the deadline
                     throw new StoreException(describe() + ": connection refused by a server that was there before"
