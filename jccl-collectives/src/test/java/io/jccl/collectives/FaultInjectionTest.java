@@ -229,11 +229,14 @@ class FaultInjectionTest {
     static String causeKind(String cause) {
         String kind = cause.substring(0, Math.max(0, cause.indexOf(':')));
         String text = cause.toLowerCase(java.util.Locale.ROOT);
-        for (String what : new String[] {"is gone", "process exited", "connection reset", "reset by peer",
-            "closed the connection", "end of stream", "eof", "no sign of life", "heartbeat", "revoked by",
-            "timed out", "error state"}) {
-            if (text.contains(what)) {
-                return kind + " (" + what + ")";
+        // the first clause of the message says what the detector saw
+        String[][] kinds = {{"is gone", "process gone"}, {"retry_exc_err", "connection lost, QP in ERROR"},
+            {"queue pair to it is in error", "connection lost, QP in ERROR"}, {"its queue pair is in error",
+            "connection lost, QP in ERROR"}, {"heartbeat", "heartbeat"}, {"no sign of life", "peer timeout"},
+            {"revoked by", "revoked"}, {"timed out", "timeout"}};
+        for (String[] k : kinds) {
+            if (text.contains(k[0])) {
+                return kind + " (" + k[1] + ")";
             }
         }
         return kind + " (" + (cause.length() > 80 ? cause.substring(0, 80) + "..." : cause) + ")";
