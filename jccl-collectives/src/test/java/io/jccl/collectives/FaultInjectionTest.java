@@ -173,6 +173,11 @@ class FaultInjectionTest {
                     breakdown(job, finished, killMs, breakdowns, causes);
                 }
             }
+            if (System.getenv("JCCL_FI_VERBOSE") != null) {
+                // one line per trial, so that a run stopped early (a time limit) still counts its trials
+                System.out.println("TRIAL " + (problems.isEmpty() ? "PASS" : "FAIL") + " " + n + " ranks seed " + seed
+                    + (second >= 0 ? " (two kills)" : "") + " recovery " + (last >= 0 ? (last - killMs) + " ms" : "-"));
+            }
             if (problems.isEmpty()) {
                 return null;
             }
