@@ -84,12 +84,17 @@ final class StoreSuccession implements AutoCloseable {
     /** This rank's standby server, or null. */
     private TcpStoreServer server;
     /**
-     * Every rank's liveness port ("address port", {@link Liveness}; null: none), by rank: during an agreement a
+     * Where the ranks published their liveness ports ({@code live/RANK} = "address port", {@link Liveness}): the job's
+     * store in the world communicator's namespace, read only when an agreement waits for a rank (not at creation: N
+     * reads per rank would be N squared at the job's start); null: none (a joiner's list). During an agreement a
      * silent rank on another host is probed there, so that one killed after the revocation broke the links is left
-     * out in a round trip, not after JCCL_PEER_TIMEOUT. Null when unknown (a joiner's list).
+     * out in a round trip, not after JCCL_PEER_TIMEOUT. Without the job's store (rank 0 dead) nothing is probed.
      */
-    private final String[] liveness;
-    /** Per rank: found dead by a probe; when it was last probed; whether a probe runs (guarded by this). */
+    private final Store liveStore;
+    /** This communicator's ranks as the world communicator numbered them (the keys of {@link #liveStore}). */
+    private final int[] worldRanks;
+    /** Per rank: its address once read; found dead by a probe; when last probed; whether a probe runs (this). */
+    private final String[] addresses;
     private final boolean[] refused;
     private final long[] probedNs;
     private final boolean[] probing;
@@ -97,13 +102,15 @@ final class StoreSuccession implements AutoCloseable {
     private volatile boolean closedOrHandedOn;
 
     private StoreSuccession(List<Candidate> candidates, TcpStoreServer server, String secret, int rank,
-                             String[] liveness) {
+                             Store liveStore, int[] worldRanks) {
         this.candidates = candidates;
         this.server = server;
         this.secret = secret;
         this.rank = rank;
-        this.liveness = liveness;
-        int n = liveness == null ? 0 : liveness.length;
+        this.liveStore = liveStore;
+        this.worldRanks = worldRanks;
+        int n = worldRanks == null ? 0 : worldRanks.length;
+        this.addresses = new String[n];
         this.refused = new boolean[n];
         this.probedNs = new long[n];
         this.probing = new boolean[n];
@@ -118,7 +125,7 @@ final class StoreSuccession implements AutoCloseable {
      * the probes found so far.
      */
     boolean refused(int j) {
-        if (liveness == null || j < 0 || j >= liveness.length || liveness[j] == null || j == rank) {
+        if (liveStore == null || j < 0 || j >= worldRanks.length || j == rank) {
             return false;
         }
         synchronized (this) {
@@ -129,15 +136,44 @@ final class StoreSuccession implements AutoCloseable {
             probing[j] = true;
             probedNs[j] = now;
         }
-        String address = liveness[j];
         Thread.ofVirtual().name("jccl-liveness-probe").start(() -> {
-            Liveness.Verdict v = Liveness.probe(address, PROBE_INTERVAL_NS);
-            synchronized (this) {
-                probing[j] = false;
-                refused[j] |= v == Liveness.Verdict.DEAD;
+            Liveness.Verdict v = Liveness.Verdict.UNKNOWN;
+            try {
+                String address = address(j);
+                if (address != null) {
+                    v = Liveness.probe(address, PROBE_INTERVAL_NS);
+                }
+            } finally {
+                synchronized (this) {
+                    probing[j] = false;
+                    refused[j] |= v == Liveness.Verdict.DEAD;
+                }
             }
         });
         return false;
+    }
+
+    /** Rank {@code j}'s liveness port, read from the job's store on first use; null when unknown. */
+    private String address(int j) {
+        synchronized (this) {
+            if (addresses[j] != null) {
+                return addresses[j];
+            }
+        }
+        try {
+            String key = "live/" + worldRanks[j];
+            long timeoutNs = PROBE_INTERVAL_NS;
+            String v = liveStore.check(key, timeoutNs) ? liveStore.getString(key, timeoutNs) : "-";
+            if (v.equals("-")) {
+                return null;
+            }
+            synchronized (this) {
+                addresses[j] = v;
+            }
+            return v;
+        } catch (RuntimeException e) {
+            return null; // the job's store is gone (its host died): no probe, the peer timeout decides
+        }
     }
 
     /** {@code JCCL_STANDBY_STORES}: how many ranks (1..K) serve a standby store; 0 turns the succession off. */
@@ -190,12 +226,9 @@ final class StoreSuccession implements AutoCloseable {
                 String[] f = store.getString("standby/" + h, remaining(deadlineNs)).split(" ");
                 list.add(new Candidate(h, f[0], Integer.parseInt(f[1]), null, false));
             }
-            String[] liveness = new String[size];
-            for (int j = 0; j < size; j++) {
-                String v = store.getString("live/" + j, remaining(deadlineNs));
-                liveness[j] = v.equals("-") ? null : v;
-            }
-            return new StoreSuccession(list, server, secret, rank, liveness);
+            int[] world = new int[size];
+            java.util.Arrays.setAll(world, j -> j);
+            return new StoreSuccession(list, server, secret, rank, store, world);
         } catch (RuntimeException e) {
             if (server != null) {
                 server.close();
@@ -362,14 +395,15 @@ final class StoreSuccession implements AutoCloseable {
                 c.ownsClient = false;
             }
         }
-        String[] live = null;
-        if (liveness != null) {
-            live = new String[members.length];
+        int[] world = null;
+        if (worldRanks != null) {
+            world = new int[members.length];
             for (int j = 0; j < members.length; j++) {
-                live[j] = liveness[members[j]];
+                world[j] = worldRanks[members[j]];
             }
         }
-        StoreSuccession s = new StoreSuccession(next, server, secret, Arrays.binarySearch(members, rank), live);
+        StoreSuccession s = new StoreSuccession(next, server, secret, Arrays.binarySearch(members, rank),
+            liveStore, world);
         server = null;
         return s;
     }
@@ -401,7 +435,7 @@ final class StoreSuccession implements AutoCloseable {
             list.add(new Candidate(Integer.parseInt(item.substring(0, at)), host, port, same ? joinedThrough : null,
                 false));
         }
-        return new StoreSuccession(list, null, secret, rank, null);
+        return new StoreSuccession(list, null, secret, rank, null, null);
     }
 
     /** The store the list starts with, unwrapped (the one a communicator created by a shrink joined through). */
