@@ -884,7 +884,16 @@ public final class Communicator implements AutoCloseable {
             }
         }
         CommunicatorOptions o = options.withName(options.name() + "." + prefix + ".c" + color);
-        return create(((PrefixStore) store).inner(), null, newRank, members.size(), o);
+        Communicator c = create(((PrefixStore) store).inner(), null, newRank, members.size(), o);
+        if (succession != null) {
+            // the split one's shrink and agree survive the store host's death too (the parent's standby stores)
+            int[] parentRanks = new int[members.size()];
+            for (int i = 0; i < parentRanks.length; i++) {
+                parentRanks[i] = members.get(i)[1];
+            }
+            c.succession = succession.forSplit(parentRanks);
+        }
+        return c;
     }
 
     // ============================================================================================ grow / join

@@ -408,6 +408,39 @@ final class StoreSuccession implements AutoCloseable {
         return s;
     }
 
+    /**
+     * The list for a communicator split off this one ({@link Communicator#split}) with {@code members} (this
+     * communicator's ranks, in the new communicator's rank order): the same stores in the same order, the hosts
+     * renumbered (-1: not a member; a standby whose host is not a member still serves, its process is alive), so
+     * that a split communicator's {@code shrink} and {@code agree} survive the store host's death too. Deterministic
+     * in the parent's list and {@code members}, hence the same on every member. Shares the job's store's client
+     * (never closes it) and opens its own clients to standbys when it needs them; the servers stay the parent's.
+     */
+    StoreSuccession forSplit(int[] members) {
+        List<Candidate> next = new ArrayList<>();
+        for (int j = 0; j < candidates.size(); j++) {
+            Candidate c = candidates.get(j);
+            int newHost = -1;
+            for (int i = 0; i < members.length; i++) {
+                if (members[i] == c.hostRank) {
+                    newHost = i;
+                }
+            }
+            next.add(new Candidate(newHost, c.host, c.port, j == 0 ? c.client : null, false));
+        }
+        int newRank = -1;
+        int[] world = worldRanks == null ? null : new int[members.length];
+        for (int i = 0; i < members.length; i++) {
+            if (members[i] == rank) {
+                newRank = i;
+            }
+            if (world != null) {
+                world[i] = worldRanks[members[i]];
+            }
+        }
+        return new StoreSuccession(next, null, secret, newRank, liveStore, world);
+    }
+
     /** The list as {@code hostRank@host:port,...}, for a joining process ({@link #fromDescription}). */
     String describe() {
         StringBuilder sb = new StringBuilder();
