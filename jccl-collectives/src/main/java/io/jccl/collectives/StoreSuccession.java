@@ -367,7 +367,8 @@ final class StoreSuccession implements AutoCloseable {
     private TcpStore openLocked(Candidate c, long timeoutNs) {
         if (c.client == null && !closedOrHandedOn) {
             try {
-                c.client = new TcpStore(c.host, c.port, false, timeoutNs, secret);
+                // its host published it: refused now means gone (a kill during the agreement), not "still starting"
+                c.client = TcpStore.toRunningServer(c.host, c.port, timeoutNs, secret);
                 c.ownsClient = true;
             } catch (StoreException e) {
                 return null; // accepted the connection but no handshake within the time: a stopped process

@@ -82,6 +82,22 @@ public final class TcpStore implements Store {
      * {@link TcpStoreServer.Settings#fromConfig()}.
      */
     public TcpStore(String host, int port, boolean startServer, long connectTimeoutNs, String secret, String bind) {
+        this(host, port, startServer, connectTimeoutNs, secret, bind, false);
+    }
+
+    /**
+     * Connects to a server known to have been running (a standby store whose address its host published): a refused
+     * connection means that its process is gone, and fails at once instead of being retried until the deadline
+     * (which is for a server that is still starting). A server that accepts but does not answer is waited for until
+     * {@code connectTimeoutNs}.
+     */
+    public static TcpStore toRunningServer(String host, int port, long connectTimeoutNs, String secret) {
+        return new TcpStore(host, port, false, connectTimeoutNs, secret, null, true);
+    }
+
+    private TcpStore(String host, int port, boolean startServer, long connectTimeoutNs, String secret, String bind,
+                     boolean serverWasRunning) {
+        this.everConnected = serverWasRunning;
         this.secret = secret == null || secret.isBlank() ? null : secret;
         this.server = startServer ? TcpStoreServer.forStore(host, port,
             bind != null ? bind : Config.value("JCCL_STORE_BIND"),

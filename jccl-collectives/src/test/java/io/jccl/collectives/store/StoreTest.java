@@ -192,6 +192,21 @@ class StoreTest {
         }
     }
 
+    /**
+     * A client to a server known to have run (a standby store) fails at once when refused: its host was killed
+     * while the survivors were moving to it (fault injection seed 54038 waited JCCL_PEER_TIMEOUT, 30 s, there).
+     */
+    @Test
+    void aClientToAServerThatRanFailsAtOnceWhenRefused() throws Exception {
+        int closed;
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            closed = s.getLocalPort();
+        }
+        StoreException e = assertThrows(StoreException.class, () -> TcpStore.toRunningServer("127.0.0.1", closed,
+            TimeUnit.HOURS.toNanos(1), null));
+        assertFalse(e instanceof StoreTimeoutException, e.toString());
+    }
+
     @Test
     void prefixStoresAreSeparateNamespaces() {
         InMemoryStore base = new InMemoryStore();
