@@ -218,6 +218,15 @@ final class Shrink {
         };
     }
 
+    /** The members as {@link #format(BitSet)} writes them. */
+    static String format(int[] members) {
+        BitSet b = new BitSet();
+        for (int r : members) {
+            b.set(r);
+        }
+        return format(b);
+    }
+
     static String format(BitSet members) {
         StringBuilder sb = new StringBuilder();
         for (int j = members.nextSetBit(0); j >= 0; j = members.nextSetBit(j + 1)) {

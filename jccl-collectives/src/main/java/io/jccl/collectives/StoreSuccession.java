@@ -275,7 +275,7 @@ final class StoreSuccession implements AutoCloseable {
                     if (index > 0) {
                         log.info(rank, Log.Subsys.INIT, () -> what + " decided through " + c + " (standby store)");
                     }
-                    return new Located(d, index, base);
+                    return new Located(carryOn(d, index, namespace, prefix), index, base);
                 }
                 int to = above[0];
                 log.info(rank, Log.Subsys.INIT, () -> what + ": survivors gather on " + candidates.get(to)
@@ -292,6 +292,40 @@ final class StoreSuccession implements AutoCloseable {
             + "job's store and every standby store (" + candidates + ") refused or did not answer within "
             + TimeUnit.NANOSECONDS.toMillis(peerTimeoutNs) + " ms (JCCL_PEER_TIMEOUT); JCCL_STANDBY_STORES sets "
             + "how many ranks serve one");
+    }
+
+    /**
+     * Makes the decision taken on store {@code index} durable before this rank returns it: a copy, by compare-and-set
+     * against absence, on the first live store after it. Why: a rank still polling the deciding store when that
+     * store's host exits or dies (it decided and left) fails over to the next store; without the copy it decided
+     * again there without the ranks that had left, and two ranks returned different member lists (fault injection
+     * over tcp0, seeds 64030 and 64038: the store's host exited after the final agreement). With the copy it reads
+     * the same decision there. If a decision is already there (others failed over first and decided), that one is
+     * returned instead: it is the one every later rank reads, and a rank it leaves out is refused, as a late one.
+     */
+    private Shrink.Decision carryOn(Shrink.Decision d, int index, UnaryOperator<Store> namespace, String prefix) {
+        byte[] encoded = (Shrink.format(d.members()) + ";" + d.value()).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        for (int j = index + 1; j < candidates.size(); j++) {
+            Candidate c = candidates.get(j);
+            if (c.dead) {
+                continue;
+            }
+            TcpStore base = open(c, LOOK_ABOVE_NS);
+            if (base == null) {
+                continue; // gone (or slow): a rank failing over skips it too, or finds the copy on a later one
+            }
+            try {
+                Store ns = namespace.apply(base);
+                String key = prefix + "members";
+                if (ns.compareAndSet(key, null, encoded, LOOK_ABOVE_NS)) {
+                    return d;
+                }
+                return Shrink.parse(ns.getString(key, LOOK_ABOVE_NS), Integer.MAX_VALUE); // written by the protocol
+            } catch (StoreException e) {
+                // slow or gone: try the next one
+            }
+        }
+        return d; // no live store after it: nowhere to fail over to, nothing to copy
     }
 
     /**
