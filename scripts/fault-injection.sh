@@ -26,5 +26,5 @@ echo "fault injection: $JCCL_FI_TRIALS trials per case, ranks $JCCL_FI_RANKS, $J
 status=0
 ./mvnw -o -q "${repo[@]}" test -pl jccl-collectives -Dtest=FaultInjectionTest \
   -Dsurefire.failIfNoSpecifiedTests=false >"$log" 2>&1 || status=$?
-grep -E "^fault injection over|HANG|WRONG|DISAGREEMENT|^FAILED|is not the ranks" "$log" || true
+grep -E "^fault injection over|^recovery breakdown|^TRIAL|HANG|WRONG|DISAGREEMENT|^FAILED|is not the ranks" "$log" || true
 exit "$status"

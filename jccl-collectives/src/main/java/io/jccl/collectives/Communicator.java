@@ -28,6 +28,7 @@ import io.jccl.collectives.tuning.TuningParameters;
 import io.jccl.common.CpuAffinity;
 import io.jccl.common.Log;
 import io.jccl.common.NativeAccess;
+import io.jccl.common.ProcessExits;
 import io.jccl.verbs.Counter;
 import io.jccl.verbs.MemoryRegion;
 
@@ -131,6 +132,34 @@ public final class Communicator implements AutoCloseable {
     private volatile boolean closed;
     /** Rounds of the warm-up at creation ({@link Warmup}; tests read it). */
     int warmupRounds;
+    /** Watches of the same-host peers' processes: a kill -9 is noticed at once ({@link ProcessExits}). */
+    private final java.util.List<ProcessExits.Watch> exitWatches = new java.util.ArrayList<>();
+    /** When {@link #init} ended ({@link System#nanoTime()}: joined, CPU placement exchanged, first barrier done). */
+    private long initDoneNs;
+    /** The phases of this communicator's last shrink (tests and the fault-injection breakdown read it); or null. */
+    volatile ShrinkTimes lastShrinkTimes;
+
+    /**
+     * When the phases of a shrink ended ({@link System#nanoTime()}), for the recovery breakdown of
+     * docs/fault-tolerance.md: {@code startNs} the call, {@code decidedNs} the agreement on the members (the last
+     * attempt's), {@code joinStepsNs} the new communicator's join steps ({@link Bootstrap.Result#stepsNs}),
+     * {@code initNs} its CPU-placement exchange and first barrier, {@code readyNs} its warm-up (the call returns).
+     */
+    record ShrinkTimes(long startNs, long decidedNs, long[] joinStepsNs, long initNs, long readyNs, int attempts,
+                       int storeIndex) {
+        /** The phases in milliseconds, for a log line. */
+        String describe() {
+            return String.format(java.util.Locale.ROOT, "agreement %.1f ms (store %d, attempt %d), join records %.1f"
+                + " ms, devices %.1f ms, queue pairs %.1f ms, all connected %.1f ms, placement and barrier %.1f ms,"
+                + " warm-up %.1f ms", ms(startNs, decidedNs), storeIndex, attempts, ms(decidedNs, joinStepsNs[0]),
+                ms(joinStepsNs[0], joinStepsNs[1]), ms(joinStepsNs[1], joinStepsNs[2]), ms(joinStepsNs[2],
+                joinStepsNs[3]), ms(joinStepsNs[3], initNs), ms(initNs, readyNs));
+        }
+
+        private static double ms(long fromNs, long toNs) {
+            return (toNs - fromNs) / 1e6;
+        }
+    }
     /**
      * While the warm-up runs (in create, before the communicator is returned): its operations are JCCL's, not the
      * application's, so they count in no statistics and record no JFR event (their sequence numbers stay used).
@@ -260,7 +289,8 @@ public final class Communicator implements AutoCloseable {
 
     /** The communicator's view of {@code base}: sealed with the job's secret (if any), under {@code jccl/NAME}. */
     private static Store namespaced(Store base, CommunicatorOptions options) {
-        Store sealed = options.authSecret() == null || base instanceof SealedStore ? base
+        Store sealed = options.authSecret() == null || base instanceof SealedStore
+            || base instanceof JoinWatchStore w && w.inner() instanceof SealedStore ? base
             : new SealedStore(base, options.authSecret(), options.jobId());
         return new PrefixStore("jccl/" + options.name(), sealed);
     }
@@ -290,6 +320,7 @@ public final class Communicator implements AutoCloseable {
         messagePath = joined.messagePath();
         directPath = joined.directPath();
         failures.attach(messagePath, directPath);
+        watchPeerExits();
         exchange = new Exchange(messagePath, waits, kernels, rank, size);
         boolean direct = joined.direct();
         directBarrier = direct ? new DirectBarrier(directPath) : null;
@@ -324,7 +355,29 @@ public final class Communicator implements AutoCloseable {
             waits.setDeadline(deadline);
             dispatch.barrier(direct ? Algorithm.DIRECT : Algorithm.RING, sig);
         }
+        initDoneNs = System.nanoTime();
         log.info(rank, Log.Subsys.INIT, this::summary);
+    }
+
+    /**
+     * Watches the processes of the same-host peers: when one exits (a kill -9), every wait checks its peers at once
+     * and then every millisecond ({@link WaitPolicy#peerExited}), instead of at its next 100 ms health check. A peer
+     * on another host is noticed by its transport (its kernel resets the connections).
+     */
+    private void watchPeerExits() {
+        for (int j = 0; j < size; j++) {
+            long pid = messagePath.localPid(j);
+            if (pid > 0) {
+                int peer = j;
+                MessagePath m = messagePath;
+                exitWatches.add(ProcessExits.watch(pid, () -> {
+                    m.markExited(peer);
+                    waits.peerExited();
+                    log.info(rank, Log.Subsys.INIT, () -> "'" + options.name() + "': rank " + peer + "'s process "
+                        + pid + " exited");
+                }));
+            }
+        }
     }
 
     // ============================================================================================ accessors
@@ -831,7 +884,16 @@ public final class Communicator implements AutoCloseable {
             }
         }
         CommunicatorOptions o = options.withName(options.name() + "." + prefix + ".c" + color);
-        return create(((PrefixStore) store).inner(), null, newRank, members.size(), o);
+        Communicator c = create(((PrefixStore) store).inner(), null, newRank, members.size(), o);
+        if (succession != null) {
+            // the split one's shrink and agree survive the store host's death too (the parent's standby stores)
+            int[] parentRanks = new int[members.size()];
+            for (int i = 0; i < parentRanks.length; i++) {
+                parentRanks[i] = members.get(i)[1];
+            }
+            c.succession = succession.forSplit(parentRanks);
+        }
+        return c;
     }
 
     // ============================================================================================ grow / join
@@ -940,7 +1002,8 @@ public final class Communicator implements AutoCloseable {
 
     private static Communicator join(Store base, Store owned, CommunicatorOptions options) {
         requireNativeAccess();
-        Store sealed = options.authSecret() == null || base instanceof SealedStore ? base
+        Store sealed = options.authSecret() == null || base instanceof SealedStore
+            || base instanceof JoinWatchStore w && w.inner() instanceof SealedStore ? base
             : new SealedStore(base, options.authSecret(), options.jobId());
         Store board = new PrefixStore(JOIN_BOARD, sealed);
         long deadline = System.nanoTime() + options.timeoutNs();
@@ -1041,6 +1104,7 @@ public final class Communicator implements AutoCloseable {
             for (int attempt = 1; ; attempt++) {
                 String tag = epoch + (attempt > 1 ? "." + attempt : "");
                 Located at = decide("shrink " + tag, "shrink" + tag + "/", -1, suspected, deadline);
+                long decidedNs = System.nanoTime();
                 int[] members = at.decision().members();
                 int newRank = java.util.Arrays.binarySearch(members, rank);
                 if (newRank < 0) {
@@ -1053,8 +1117,14 @@ public final class Communicator implements AutoCloseable {
                     + newRank + " of " + members.length);
                 CommunicatorOptions o = options.withName(options.name() + ".shrink" + tag);
                 Communicator c;
+                // a member killed after the decision never joins: watch the members' processes while joining
+                MessagePath m = messagePath;
+                StoreSuccession live = succession;
+                JoinWatchStore watch = new JoinWatchStore(at.base(), members.length, newRank,
+                    j -> m != null && m.processGone(members[j]) || live != null && live.refused(members[j]));
                 try {
-                    c = create(at.base(), null, newRank, members.length, o, joinTimeoutNs, null);
+                    c = create(watch, null, newRank, members.length, o, joinTimeoutNs, null);
+                    watch.disarm();
                 } catch (CollectiveException.PeerFailure | CollectiveException.Timeout | StoreException e) {
                     if (System.nanoTime() - deadline > 0) {
                         throw e;
@@ -1078,8 +1148,11 @@ public final class Communicator implements AutoCloseable {
                     c.succession = succession.handOn(at.index(), members);
                     succession = null;
                 }
+                ShrinkTimes times = new ShrinkTimes(startNs, decidedNs, c.joined.stepsNs(), c.initDoneNs,
+                    System.nanoTime(), attempt, at.index());
+                lastShrinkTimes = times;
                 log.info(rank, Log.Subsys.INIT, () -> "shrink " + tag + " ready after "
-                    + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNs) + " ms");
+                    + TimeUnit.NANOSECONDS.toMillis(times.readyNs() - startNs) + " ms: " + times.describe());
                 return c;
             }
         } finally {
@@ -1097,7 +1170,9 @@ public final class Communicator implements AutoCloseable {
      */
     private Located decide(String what, String prefix, int value, java.util.BitSet suspected, long deadline) {
         MessagePath m = messagePath;
-        java.util.function.IntPredicate gone = j -> m != null && m.processGone(j);
+        StoreSuccession live = succession;
+        // dead by the kernel's word: a same-host process gone, or a rank's liveness port refused (another host)
+        java.util.function.IntPredicate gone = j -> m != null && m.processGone(j) || live != null && live.refused(j);
         long waitNs = options.peerTimeoutNs();
         if (succession == null) {
             Shrink.Decision d = Shrink.decide(store, prefix, rank, size, value, suspected, gone, waitNs, deadline);
@@ -1269,6 +1344,9 @@ public final class Communicator implements AutoCloseable {
     }
 
     private void closeResources() {
+        for (ProcessExits.Watch w : exitWatches) {
+            w.close();
+        }
         if (messagePath != null) {
             messagePath.closeSourceCaches();
         }

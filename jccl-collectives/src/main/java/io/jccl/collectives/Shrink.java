@@ -18,9 +18,10 @@ import java.util.function.IntPredicate;
  * old communicator's store, or the first live store of its {@link StoreSuccession} when the store's host died:
  * <ol>
  * <li>each survivor writes its join record, {@code shrinkE/join/RANK} (E: the shrink epoch, counted per
- * communicator, so every survivor's E agrees);</li>
+ * communicator, so every survivor's E agrees), with the ranks it knows dead;</li>
  * <li>it waits for the join records of the ranks it does not know to be failed (the failure detector's verdicts,
- * the ranks the caller named, a same-host process found gone while it waits), at most the peer timeout
+ * the ranks the caller named, a same-host process found gone while it waits, the ranks the records it read name
+ * dead), at most the peer timeout
  * ({@code JCCL_PEER_TIMEOUT}: a rank silent that long is failed, the failure detector's one policy);</li>
  * <li>it proposes the ranks whose records it has seen with a compare-and-set on {@code shrinkE/members} against
  * absence: the first proposal wins, every survivor reads it back (a survivor that finds the decision made stops
@@ -82,18 +83,29 @@ final class Shrink {
     private static Decision decideThroughStore(Store store, String prefix, int rank, int size, int value,
                                                BitSet suspected, IntPredicate gone, long waitNs, long deadlineNs,
                                                BooleanSupplier movedAbove) {
+        long startNs = System.nanoTime();
         String decisionKey = prefix + "members";
-        store.setString(prefix + "join/" + rank, Integer.toString(value), callNs(deadlineNs, waitNs));
+        // the record carries the ranks this rank knows dead: each survivor may know a different dead rank (the
+        // neighbour of each), and a survivor that waited for a rank only another knows dead would wait for it until
+        // JCCL_PEER_TIMEOUT (30 s by default) when its links, broken by the revocation, can no longer tell
+        store.setString(prefix + "join/" + rank, value + ";" + format(suspected), callNs(deadlineNs, waitNs));
         if (movedAbove != null) {
             // one key that says "survivors gather here", for ranks that look at this store from an earlier one
             store.setString(prefix + StoreSuccession.ACTIVE_KEY, "1", callNs(deadlineNs, waitNs));
         }
+        long recordNs = System.nanoTime();
         BitSet joined = new BitSet(size);
         joined.set(rank);
+        int[] values = new int[size];
+        values[rank] = value;
         long waitUntil = System.nanoTime() + waitNs;
+        int polls = 0;
         while (true) {
+            polls++;
             if (store.check(decisionKey, callNs(deadlineNs, waitNs))) {
-                return parse(store.getString(decisionKey, callNs(deadlineNs, waitNs)), size);
+                Decision d = parse(store.getString(decisionKey, callNs(deadlineNs, waitNs)), size);
+                logTimes(rank, prefix, "read the decision", startNs, recordNs, polls, 0, 0);
+                return d;
             }
             boolean waiting = false;
             for (int j = 0; j < size; j++) {
@@ -102,10 +114,19 @@ final class Shrink {
                 }
                 if (store.check(prefix + "join/" + j, callNs(deadlineNs, waitNs))) {
                     joined.set(j);
+                    values[j] = adopt(store.getString(prefix + "join/" + j, callNs(deadlineNs, waitNs)), rank,
+                        suspected, size);
                 } else if (gone.test(j)) {
                     suspected.set(j);
                 } else {
                     waiting = true;
+                }
+            }
+            if (waiting) {
+                // a record read in this round may have named a rank dead that was waited for before it was read
+                waiting = false;
+                for (int j = 0; j < size; j++) {
+                    waiting |= !joined.get(j) && !suspected.get(j);
                 }
             }
             long now = System.nanoTime();
@@ -120,19 +141,21 @@ final class Shrink {
                 }
                 // a suspected rank that joined all the same (a wrong suspicion) is a member
                 for (int j = suspected.nextSetBit(0); j >= 0; j = suspected.nextSetBit(j + 1)) {
-                    if (!joined.get(j) && store.check(prefix + "join/" + j, callNs(deadlineNs, waitNs))) {
+                    if (!joined.get(j) && j != rank && store.check(prefix + "join/" + j, callNs(deadlineNs, waitNs))) {
                         joined.set(j);
+                        values[j] = valueOf(store.getString(prefix + "join/" + j, callNs(deadlineNs, waitNs)));
                     }
                 }
                 int and = -1;
                 for (int j = joined.nextSetBit(0); j >= 0; j = joined.nextSetBit(j + 1)) {
-                    and &= j == rank ? value : Integer.parseInt(store.getString(prefix + "join/" + j,
-                        callNs(deadlineNs, waitNs)));
+                    and &= values[j];
                 }
+                long lookNs = System.nanoTime();
                 if (movedAbove != null && !store.check(decisionKey, callNs(deadlineNs, waitNs))
                     && movedAbove.getAsBoolean()) {
                     return null; // others gather on a later store (this one looked dead to them): decide there
                 }
+                long proposeNs = System.nanoTime();
                 if (majorityRequired() && 2 * joined.cardinality() <= size) {
                     // a partition's minority (which may reach a standby store of its own) must not decide: two
                     // strict majorities always share a member, so at most one side goes on
@@ -143,7 +166,10 @@ final class Shrink {
                 }
                 byte[] proposal = (format(joined) + ";" + and).getBytes(StandardCharsets.UTF_8);
                 store.compareAndSet(decisionKey, null, proposal, callNs(deadlineNs, waitNs)); // the first one wins
-                return parse(store.getString(decisionKey, callNs(deadlineNs, waitNs)), size);
+                Decision d = parse(store.getString(decisionKey, callNs(deadlineNs, waitNs)), size);
+                logTimes(rank, prefix, "proposed", startNs, recordNs, polls, proposeNs - lookNs,
+                    System.nanoTime() - proposeNs);
+                return d;
             }
             if (now - deadlineNs > 0) {
                 throw new CollectiveException.Timeout("rank " + rank + ": " + prefix + " found no decision"
@@ -151,6 +177,34 @@ final class Shrink {
             }
             LockSupport.parkNanos(POLL_NS);
         }
+    }
+
+    /** The value of a join record ({@code VALUE;DEAD,RANKS}); adds the ranks it names dead to {@code suspected}. */
+    private static int adopt(String record, int rank, BitSet suspected, int size) {
+        int semicolon = record.indexOf(';');
+        if (semicolon >= 0 && semicolon + 1 < record.length()) {
+            for (String r : record.substring(semicolon + 1).split(",")) {
+                int dead = Integer.parseInt(r);
+                if (dead >= 0 && dead < size && dead != rank) {
+                    suspected.set(dead); // a wrong suspicion costs nothing: a suspected rank that joined is a member
+                }
+            }
+        }
+        return valueOf(record);
+    }
+
+    private static int valueOf(String record) {
+        int semicolon = record.indexOf(';');
+        return Integer.parseInt(semicolon < 0 ? record : record.substring(0, semicolon));
+    }
+
+    /** The agreement's steps at INFO (the recovery breakdown of docs/fault-tolerance.md). */
+    private static void logTimes(int rank, String prefix, String how, long startNs, long recordNs, int polls,
+                                 long lookNs, long proposeNs) {
+        long endNs = System.nanoTime();
+        Log.get().info(rank, Log.Subsys.INIT, () -> String.format(java.util.Locale.ROOT, "%s %s after %.1f ms: own"
+            + " record %.1f ms, %d looks at the records, look at later stores %.1f ms, proposal %.1f ms", prefix, how,
+            (endNs - startNs) / 1e6, (recordNs - startNs) / 1e6, polls, lookNs / 1e6, proposeNs / 1e6));
     }
 
     /** JCCL_SHRINK_QUORUM: {@code none} (default: any survivors decide) or {@code majority} (more than half). */
@@ -162,6 +216,15 @@ final class Shrink {
             default -> throw new IllegalArgumentException("JCCL_SHRINK_QUORUM=" + quorum
                 + " is not one of: none, majority");
         };
+    }
+
+    /** The members as {@link #format(BitSet)} writes them. */
+    static String format(int[] members) {
+        BitSet b = new BitSet();
+        for (int r : members) {
+            b.set(r);
+        }
+        return format(b);
     }
 
     static String format(BitSet members) {

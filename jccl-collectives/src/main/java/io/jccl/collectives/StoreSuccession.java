@@ -83,12 +83,97 @@ final class StoreSuccession implements AutoCloseable {
     private final int rank;
     /** This rank's standby server, or null. */
     private TcpStoreServer server;
+    /**
+     * Where the ranks published their liveness ports ({@code live/RANK} = "address port", {@link Liveness}): the job's
+     * store in the world communicator's namespace, read only when an agreement waits for a rank (not at creation: N
+     * reads per rank would be N squared at the job's start); null: none (a joiner's list). During an agreement a
+     * silent rank on another host is probed there, so that one killed after the revocation broke the links is left
+     * out in a round trip, not after JCCL_PEER_TIMEOUT. Without the job's store (rank 0 dead) nothing is probed.
+     */
+    private final Store liveStore;
+    /** This communicator's ranks as the world communicator numbered them (the keys of {@link #liveStore}). */
+    private final int[] worldRanks;
+    /** Per rank: its address once read; found dead by a probe; when last probed; whether a probe runs (this). */
+    private final String[] addresses;
+    private final boolean[] refused;
+    private final long[] probedNs;
+    private final boolean[] probing;
+    /** Closed, or its clients handed on: a background open ({@link #preopenAbove}) that ends now opens nothing. */
+    private volatile boolean closedOrHandedOn;
 
-    private StoreSuccession(List<Candidate> candidates, TcpStoreServer server, String secret, int rank) {
+    private StoreSuccession(List<Candidate> candidates, TcpStoreServer server, String secret, int rank,
+                             Store liveStore, int[] worldRanks) {
         this.candidates = candidates;
         this.server = server;
         this.secret = secret;
         this.rank = rank;
+        this.liveStore = liveStore;
+        this.worldRanks = worldRanks;
+        int n = worldRanks == null ? 0 : worldRanks.length;
+        this.addresses = new String[n];
+        this.refused = new boolean[n];
+        this.probedNs = new long[n];
+        this.probing = new boolean[n];
+    }
+
+    /** How often one rank's liveness port is probed at most while an agreement waits for it. */
+    private static final long PROBE_INTERVAL_NS = TimeUnit.MILLISECONDS.toNanos(100);
+
+    /**
+     * Whether rank {@code j}'s liveness port refused a connection (its process is gone). Never blocks: starts a probe
+     * in the background (at most one per rank at a time, one per {@link #PROBE_INTERVAL_NS}) and answers with what
+     * the probes found so far.
+     */
+    boolean refused(int j) {
+        if (liveStore == null || j < 0 || j >= worldRanks.length || j == rank) {
+            return false;
+        }
+        synchronized (this) {
+            long now = System.nanoTime();
+            if (refused[j] || probing[j] || (probedNs[j] != 0 && now - probedNs[j] < PROBE_INTERVAL_NS)) {
+                return refused[j];
+            }
+            probing[j] = true;
+            probedNs[j] = now;
+        }
+        Thread.ofVirtual().name("jccl-liveness-probe").start(() -> {
+            Liveness.Verdict v = Liveness.Verdict.UNKNOWN;
+            try {
+                String address = address(j);
+                if (address != null) {
+                    v = Liveness.probe(address, PROBE_INTERVAL_NS);
+                }
+            } finally {
+                synchronized (this) {
+                    probing[j] = false;
+                    refused[j] |= v == Liveness.Verdict.DEAD;
+                }
+            }
+        });
+        return false;
+    }
+
+    /** Rank {@code j}'s liveness port, read from the job's store on first use; null when unknown. */
+    private String address(int j) {
+        synchronized (this) {
+            if (addresses[j] != null) {
+                return addresses[j];
+            }
+        }
+        try {
+            String key = "live/" + worldRanks[j];
+            long timeoutNs = PROBE_INTERVAL_NS;
+            String v = liveStore.check(key, timeoutNs) ? liveStore.getString(key, timeoutNs) : "-";
+            if (v.equals("-")) {
+                return null;
+            }
+            synchronized (this) {
+                addresses[j] = v;
+            }
+            return v;
+        } catch (RuntimeException e) {
+            return null; // the job's store is gone (its host died): no probe, the peer timeout decides
+        }
     }
 
     /** {@code JCCL_STANDBY_STORES}: how many ranks (1..K) serve a standby store; 0 turns the succession off. */
@@ -119,8 +204,17 @@ final class StoreSuccession implements AutoCloseable {
         int hosts = Math.min(standbyCount, size - 1);
         TcpStoreServer server = null;
         try {
+            InetAddress local = primary.localAddress();
+            String live = null;
+            if (local != null) {
+                try {
+                    live = Liveness.listen(local);
+                } catch (java.io.IOException e) {
+                    Log.get().info(rank, Log.Subsys.INIT, () -> "no liveness port on " + local + ": " + e);
+                }
+            }
+            store.setString("live/" + rank, live == null ? "-" : live, remaining(deadlineNs));
             if (rank >= 1 && rank <= hosts) {
-                InetAddress local = primary.localAddress();
                 String address = local == null ? primary.host() : local.getHostAddress();
                 server = TcpStoreServer.forStore(address, 0, Config.value("JCCL_STORE_BIND"),
                     TcpStoreServer.Settings.fromConfig().withSecret(secret));
@@ -132,7 +226,9 @@ final class StoreSuccession implements AutoCloseable {
                 String[] f = store.getString("standby/" + h, remaining(deadlineNs)).split(" ");
                 list.add(new Candidate(h, f[0], Integer.parseInt(f[1]), null, false));
             }
-            return new StoreSuccession(list, server, secret, rank);
+            int[] world = new int[size];
+            java.util.Arrays.setAll(world, j -> j);
+            return new StoreSuccession(list, server, secret, rank, store, world);
         } catch (RuntimeException e) {
             if (server != null) {
                 server.close();
@@ -169,6 +265,7 @@ final class StoreSuccession implements AutoCloseable {
             }
             int index = i;
             int[] above = {-1};
+            preopenAbove(index);
             try {
                 Shrink.Decision d = protocol.on(namespace.apply(base), () -> {
                     above[0] = gatheringAbove(index, namespace, prefix);
@@ -178,7 +275,7 @@ final class StoreSuccession implements AutoCloseable {
                     if (index > 0) {
                         log.info(rank, Log.Subsys.INIT, () -> what + " decided through " + c + " (standby store)");
                     }
-                    return new Located(d, index, base);
+                    return new Located(carryOn(d, index, namespace, prefix), index, base);
                 }
                 int to = above[0];
                 log.info(rank, Log.Subsys.INIT, () -> what + ": survivors gather on " + candidates.get(to)
@@ -197,9 +294,17 @@ final class StoreSuccession implements AutoCloseable {
             + "how many ranks serve one");
     }
 
-    /** The latest store after {@code index} where survivors gather under {@code prefix}, or -1. */
-    private int gatheringAbove(int index, UnaryOperator<Store> namespace, String prefix) {
-        int found = -1;
+    /**
+     * Makes the decision taken on store {@code index} durable before this rank returns it: a copy, by compare-and-set
+     * against absence, on the first live store after it. Why: a rank still polling the deciding store when that
+     * store's host exits or dies (it decided and left) fails over to the next store; without the copy it decided
+     * again there without the ranks that had left, and two ranks returned different member lists (fault injection
+     * over tcp0, seeds 64030 and 64038: the store's host exited after the final agreement). With the copy it reads
+     * the same decision there. If a decision is already there (others failed over first and decided), that one is
+     * returned instead: it is the one every later rank reads, and a rank it leaves out is refused, as a late one.
+     */
+    private Shrink.Decision carryOn(Shrink.Decision d, int index, UnaryOperator<Store> namespace, String prefix) {
+        byte[] encoded = (Shrink.format(d.members()) + ";" + d.value()).getBytes(java.nio.charset.StandardCharsets.UTF_8);
         for (int j = index + 1; j < candidates.size(); j++) {
             Candidate c = candidates.get(j);
             if (c.dead) {
@@ -207,17 +312,80 @@ final class StoreSuccession implements AutoCloseable {
             }
             TcpStore base = open(c, LOOK_ABOVE_NS);
             if (base == null) {
-                continue; // not marked dead: it was only a short look
+                continue; // gone (or slow): a rank failing over skips it too, or finds the copy on a later one
             }
             try {
-                if (namespace.apply(base).check(prefix + ACTIVE_KEY, LOOK_ABOVE_NS)) {
-                    found = j;
+                Store ns = namespace.apply(base);
+                String key = prefix + "members";
+                if (ns.compareAndSet(key, null, encoded, LOOK_ABOVE_NS)) {
+                    return d;
                 }
+                return Shrink.parse(ns.getString(key, LOOK_ABOVE_NS), Integer.MAX_VALUE); // written by the protocol
             } catch (StoreException e) {
-                // slow or gone: not where the others gather
+                // slow or gone: try the next one
+            }
+        }
+        return d; // no live store after it: nowhere to fail over to, nothing to copy
+    }
+
+    /**
+     * Connects to the stores after {@code index} in the background (a virtual thread each), while this rank waits
+     * for the others' join records: the look at them before proposing ({@link #gatheringAbove}) then finds the
+     * connections made. Measured before: that look took 27-100 ms of the agreement (4 ranks, shm0, loaded host).
+     */
+    private void preopenAbove(int index) {
+        for (int j = index + 1; j < candidates.size(); j++) {
+            Candidate c = candidates.get(j);
+            if (!c.dead && c.client == null) {
+                Thread.ofVirtual().name("jccl-store-preopen").start(() -> open(c, LOOK_ABOVE_NS));
+            }
+        }
+    }
+
+    /**
+     * The latest store after {@code index} where survivors gather under {@code prefix}, or -1. The stores are looked
+     * at in parallel (a virtual thread each): one look costs a connection and a handshake to each (tens of
+     * milliseconds on a loaded host), and every proposal makes it, so in a row they added up on the recovery path.
+     */
+    private int gatheringAbove(int index, UnaryOperator<Store> namespace, String prefix) {
+        List<Thread> looks = new ArrayList<>();
+        boolean[] gathering = new boolean[candidates.size()];
+        for (int j = index + 1; j < candidates.size(); j++) {
+            Candidate c = candidates.get(j);
+            if (c.dead) {
+                continue;
+            }
+            int at = j;
+            looks.add(Thread.ofVirtual().start(() -> gathering[at] = lookAt(c, namespace, prefix)));
+        }
+        for (Thread t : looks) {
+            try {
+                t.join(); // each look is bounded (LOOK_ABOVE_NS per step)
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        }
+        int found = -1;
+        for (int j = index + 1; j < candidates.size(); j++) {
+            if (gathering[j]) {
+                found = j;
             }
         }
         return found;
+    }
+
+    /** Whether survivors gather on {@code c} under {@code prefix} (a short look: slow or gone counts as no). */
+    private boolean lookAt(Candidate c, UnaryOperator<Store> namespace, String prefix) {
+        TcpStore base = open(c, LOOK_ABOVE_NS);
+        if (base == null) {
+            return false; // not marked dead: it was only a short look
+        }
+        try {
+            return namespace.apply(base).check(prefix + ACTIVE_KEY, LOOK_ABOVE_NS);
+        } catch (StoreException e) {
+            return false; // slow or gone: not where the others gather
+        }
     }
 
     /** The candidate's client if something accepts connections there, else null (opening it when needed). */
@@ -225,9 +393,16 @@ final class StoreSuccession implements AutoCloseable {
         if (!TcpStore.reachable(c.host, c.port, timeoutNs)) {
             return null;
         }
-        if (c.client == null) {
+        synchronized (c) { // looks at later stores run in parallel (never two on one candidate; this is cheap)
+            return openLocked(c, timeoutNs);
+        }
+    }
+
+    private TcpStore openLocked(Candidate c, long timeoutNs) {
+        if (c.client == null && !closedOrHandedOn) {
             try {
-                c.client = new TcpStore(c.host, c.port, false, timeoutNs, secret);
+                // its host published it: refused now means gone (a kill during the agreement), not "still starting"
+                c.client = TcpStore.toRunningServer(c.host, c.port, timeoutNs, secret);
                 c.ownsClient = true;
             } catch (StoreException e) {
                 return null; // accepted the connection but no handshake within the time: a stopped process
@@ -242,6 +417,7 @@ final class StoreSuccession implements AutoCloseable {
      * go with it; this object is left empty.
      */
     StoreSuccession handOn(int index, int[] members) {
+        closedOrHandedOn = true;
         List<Candidate> next = new ArrayList<>();
         for (int j = index; j < candidates.size(); j++) {
             Candidate c = candidates.get(j);
@@ -249,12 +425,55 @@ final class StoreSuccession implements AutoCloseable {
             if (j > index && newHost < 0) { // not c.dead: that is this rank's view, and the lists must agree
                 continue;
             }
-            next.add(new Candidate(Math.max(-1, newHost), c.host, c.port, c.client, c.ownsClient));
-            c.ownsClient = false;
+            synchronized (c) { // a background open may still run (preopenAbove)
+                next.add(new Candidate(Math.max(-1, newHost), c.host, c.port, c.client, c.ownsClient));
+                c.ownsClient = false;
+            }
         }
-        StoreSuccession s = new StoreSuccession(next, server, secret, Arrays.binarySearch(members, rank));
+        int[] world = null;
+        if (worldRanks != null) {
+            world = new int[members.length];
+            for (int j = 0; j < members.length; j++) {
+                world[j] = worldRanks[members[j]];
+            }
+        }
+        StoreSuccession s = new StoreSuccession(next, server, secret, Arrays.binarySearch(members, rank),
+            liveStore, world);
         server = null;
         return s;
+    }
+
+    /**
+     * The list for a communicator split off this one ({@link Communicator#split}) with {@code members} (this
+     * communicator's ranks, in the new communicator's rank order): the same stores in the same order, the hosts
+     * renumbered (-1: not a member; a standby whose host is not a member still serves, its process is alive), so
+     * that a split communicator's {@code shrink} and {@code agree} survive the store host's death too. Deterministic
+     * in the parent's list and {@code members}, hence the same on every member. Shares the job's store's client
+     * (never closes it) and opens its own clients to standbys when it needs them; the servers stay the parent's.
+     */
+    StoreSuccession forSplit(int[] members) {
+        List<Candidate> next = new ArrayList<>();
+        for (int j = 0; j < candidates.size(); j++) {
+            Candidate c = candidates.get(j);
+            int newHost = -1;
+            for (int i = 0; i < members.length; i++) {
+                if (members[i] == c.hostRank) {
+                    newHost = i;
+                }
+            }
+            next.add(new Candidate(newHost, c.host, c.port, j == 0 ? c.client : null, false));
+        }
+        int newRank = -1;
+        int[] world = worldRanks == null ? null : new int[members.length];
+        for (int i = 0; i < members.length; i++) {
+            if (members[i] == rank) {
+                newRank = i;
+            }
+            if (world != null) {
+                world[i] = worldRanks[members[i]];
+            }
+        }
+        return new StoreSuccession(next, null, secret, newRank, liveStore, world);
     }
 
     /** The list as {@code hostRank@host:port,...}, for a joining process ({@link #fromDescription}). */
@@ -284,7 +503,7 @@ final class StoreSuccession implements AutoCloseable {
             list.add(new Candidate(Integer.parseInt(item.substring(0, at)), host, port, same ? joinedThrough : null,
                 false));
         }
-        return new StoreSuccession(list, null, secret, rank);
+        return new StoreSuccession(list, null, secret, rank, null, null);
     }
 
     /** The store the list starts with, unwrapped (the one a communicator created by a shrink joined through). */
@@ -295,10 +514,13 @@ final class StoreSuccession implements AutoCloseable {
     /** Closes this rank's standby server and the clients this object opened. */
     @Override
     public void close() {
+        closedOrHandedOn = true;
         for (Candidate c : candidates) {
-            if (c.ownsClient && c.client != null) {
-                c.client.close();
-                c.ownsClient = false;
+            synchronized (c) { // a background open may still run (preopenAbove)
+                if (c.ownsClient && c.client != null) {
+                    c.client.close();
+                    c.ownsClient = false;
+                }
             }
         }
         if (server != null) {

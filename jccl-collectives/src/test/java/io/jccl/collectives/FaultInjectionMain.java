@@ -55,10 +55,14 @@ final class FaultInjectionMain {
                     op++;
                     sinceRecovery++;
                 } catch (CollectiveException e) {
+                    long failedNs = System.nanoTime();
+                    String cause = e.getClass().getSimpleName() + ": " + e.getMessage();
+                    Communicator.ShrinkTimes times = null;
                     while (true) {
                         // recover; a failure during the recovery (another rank killed) is one more round
                         c.revoke("fault injection: " + e.getMessage());
                         Communicator next = c.shrink();
+                        times = c.lastShrinkTimes;
                         if (c != world) {
                             c.close();
                         }
@@ -85,8 +89,19 @@ final class FaultInjectionMain {
                     recoveries++;
                     recovered = true;
                     sinceRecovery = 0;
+                    long recoveredNs = System.nanoTime();
                     System.out.println("RECOVERED rank " + original + " members " + Arrays.toString(members)
                         + " resuming at op " + op + " at " + System.currentTimeMillis());
+                    if (recoveries == 1 && times != null) {
+                        // the phases of this rank's first recovery, as wall-clock ms (FaultInjectionTest's breakdown)
+                        long[] j = times.joinStepsNs();
+                        System.out.println("PHASES rank " + original + " failed " + wallMs(failedNs) + " start "
+                            + wallMs(times.startNs()) + " decided " + wallMs(times.decidedNs()) + " records "
+                            + wallMs(j[0]) + " devices " + wallMs(j[1]) + " qps " + wallMs(j[2]) + " connected "
+                            + wallMs(j[3]) + " init " + wallMs(times.initNs()) + " ready " + wallMs(times.readyNs())
+                            + " recovered " + wallMs(recoveredNs) + " attempts " + times.attempts() + " store "
+                            + times.storeIndex() + " cause " + cause.replace('\n', ' '));
+                    }
                     System.out.flush();
                 }
             }
@@ -97,6 +112,12 @@ final class FaultInjectionMain {
         if (c != world) {
             c.close();
         }
+    }
+
+    /** {@link System#nanoTime()} {@code ns} as wall-clock milliseconds (with microseconds), comparable across JVMs. */
+    private static String wallMs(long ns) {
+        long offsetNs = System.currentTimeMillis() * 1_000_000L - System.nanoTime();
+        return String.format(java.util.Locale.ROOT, "%.3f", (offsetNs + ns) / 1e6);
     }
 
     /** Op {@code k} of the sequence, its result checked. */

@@ -31,6 +31,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class FaultInjectionTest {
     private static final Pattern DONE = Pattern.compile("DONE rank (\\d+) members \\[([\\d, ]*)\\] agreed (-?\\d+)");
     private static final Pattern RECOVERED = Pattern.compile("RECOVERED rank \\d+ members .* at (\\d+)");
+    private static final Pattern PHASES = Pattern.compile("PHASES rank (\\d+) failed ([\\d.]+) start ([\\d.]+) decided"
+        + " ([\\d.]+) records ([\\d.]+) devices ([\\d.]+) qps ([\\d.]+) connected ([\\d.]+) init ([\\d.]+) ready"
+        + " ([\\d.]+) recovered ([\\d.]+) attempts (\\d+) store (\\d+) cause (.*)");
+    /** The recovery breakdown's columns: the first survivor's detection, then the last survivor's timeline. */
+    static final String[] PHASE_NAMES = {"detect", "revoke-spread", "fail->shrink", "agreement", "join-records",
+        "devices", "queue-pairs", "all-connected", "placement+barrier", "warm-up", "first-collectives", "total"};
 
     /** Beyond the suite's 120 s default: the script's runs take long; every wait of a trial is bounded (90 s). */
     @Test
@@ -43,10 +49,12 @@ class FaultInjectionTest {
         for (String ranks : env("JCCL_FI_RANKS", "4").trim().split("\\s+")) {
             int n = Integer.parseInt(ranks);
             List<Long> recoveryMs = new ArrayList<>();
+            List<double[]> breakdowns = new ArrayList<>();
+            Map<String, Integer> causes = new java.util.TreeMap<>();
             int ok = 0;
             for (int t = 0; t < trials; t++) {
                 long seed = baseSeed + 1000L * n + t;
-                String failure = trial(n, transport, seed, recoveryMs);
+                String failure = trial(n, transport, seed, recoveryMs, breakdowns, causes);
                 if (failure == null) {
                     ok++;
                 } else {
@@ -57,20 +65,26 @@ class FaultInjectionTest {
             System.out.println("fault injection over " + transport + ", " + n + " ranks: " + trials + " trials, " + ok
                 + " passed, " + (trials - ok) + " failed; kill -> first working shrunk communicator (ms): median "
                 + (recoveryMs.isEmpty() ? "-" : recoveryMs.get(recoveryMs.size() / 2)) + ", max "
-                + (recoveryMs.isEmpty() ? "-" : recoveryMs.getLast()) + " (seeds from " + baseSeed + ")");
+                + (recoveryMs.isEmpty() ? "-" : recoveryMs.getLast()) + ", p90 "
+                + (recoveryMs.isEmpty() ? "-" : recoveryMs.get(recoveryMs.size() * 9 / 10)) + ", within "
+                + (hostsEnv() > 0 ? "2" : "1") + " s " + recoveryMs.stream().filter(ms -> ms <= (hostsEnv() > 0 ? 2000
+                : 1000)).count() + "/" + recoveryMs.size() + " (seeds from " + baseSeed + ")");
+            printBreakdown(transport, n, breakdowns, causes);
         }
         assertTrue(failures.isEmpty(), String.join("\n\n", failures));
     }
 
     /** One trial; null when every check passed, else what failed (with the outputs). */
-    private static String trial(int n, String transport, long seed, List<Long> recoveryMs) throws Exception {
+    private static String trial(int n, String transport, long seed, List<Long> recoveryMs, List<double[]> breakdowns,
+                                Map<String, Integer> causes) throws Exception {
         SplittableRandom random = new SplittableRandom(seed);
         int victim = random.nextInt(n);
         long delayMs = random.nextInt(500);
         int second = random.nextInt(3) == 0 ? (victim + 1 + random.nextInt(n - 1)) % n : -1;
         long secondDelayMs = random.nextInt(400);
-        int hosts = Integer.parseInt(env("JCCL_FI_NETNS_HOSTS", "0"));
-        Map<String, String> settings = new HashMap<>(Map.of("JCCL_TRANSPORT", transport, "JCCL_PEER_TIMEOUT", "5s"));
+        int hosts = hostsEnv();
+        // default settings otherwise (JCCL_PEER_TIMEOUT 30 s): a kill must be detected without the peer timeout
+        Map<String, String> settings = new HashMap<>(Map.of("JCCL_TRANSPORT", transport));
         IntFunction<List<String>> prefix = r -> List.of();
         if (hosts > 0) {
             // rank r on namespace host r % hosts + 1 of scripts/netns.sh (rank 0, the store's host, on host 1)
@@ -128,7 +142,17 @@ class FaultInjectionTest {
             }
             if (System.getenv("JCCL_FI_VERBOSE") != null) {
                 System.out.println("trial " + seed + ": started in " + (killMs - startMs) + " ms, all exited "
-                    + (System.currentTimeMillis() - killMs) + " ms after the kill");
+                    + (System.currentTimeMillis() - killMs) + " ms after the kill at " + killMs + "; victim " + victim
+                    + (second >= 0 ? ", then " + second + " after " + secondDelayMs + " ms" : ""));
+                boolean all = "2".equals(System.getenv("JCCL_FI_VERBOSE"));
+                for (int r = 0; r < n; r++) {
+                    for (String line : job.out(r).split("\n")) {
+                        if (all || line.startsWith("PHASES") || line.contains("ready after")
+                            || line.contains("looks at the records")) {
+                            System.out.println("  " + line);
+                        }
+                    }
+                }
             }
             String expected = finished.toString().replaceAll("[\\[\\]]", "");
             if (list != null && !list.equals(expected)) {
@@ -145,6 +169,14 @@ class FaultInjectionTest {
             }
             if (last >= 0) {
                 recoveryMs.add(last - killMs);
+                if (second < 0) {
+                    breakdown(job, finished, killMs, breakdowns, causes);
+                }
+            }
+            if (System.getenv("JCCL_FI_VERBOSE") != null) {
+                // one line per trial, so that a run stopped early (a time limit) still counts its trials
+                System.out.println("TRIAL " + (problems.isEmpty() ? "PASS" : "FAIL") + " " + n + " ranks seed " + seed
+                    + (second >= 0 ? " (two kills)" : "") + " recovery " + (last >= 0 ? (last - killMs) + " ms" : "-"));
             }
             if (problems.isEmpty()) {
                 return null;
@@ -156,6 +188,84 @@ class FaultInjectionTest {
             }
             return outputs.toString();
         }
+    }
+
+    /**
+     * The phases of a one-kill trial (from the survivors' PHASES lines): the first survivor's failure after the
+     * kill (detection), the spread of the others' failures (the revocation's flood), then the timeline of the
+     * survivor that recovered last, which adds up to the recovery time.
+     */
+    private static void breakdown(MultiProcessTest.Job job, TreeSet<Integer> finished, long killMs,
+                                  List<double[]> breakdowns, Map<String, Integer> causes) {
+        List<double[]> rows = new ArrayList<>();
+        String firstCause = null;
+        double firstFailed = Double.MAX_VALUE;
+        for (int r : finished) {
+            Matcher m = PHASES.matcher(job.out(r));
+            if (!m.find()) {
+                return; // no phases (a recovery that failed and was redone): not in the breakdown
+            }
+            double[] t = new double[11];
+            for (int i = 0; i < 10; i++) {
+                t[i] = Double.parseDouble(m.group(2 + i));
+            }
+            t[10] = Integer.parseInt(m.group(12));
+            rows.add(t);
+            if (t[0] < firstFailed) {
+                firstFailed = t[0];
+                firstCause = m.group(14);
+            }
+        }
+        double lastFailed = rows.stream().mapToDouble(t -> t[0]).max().orElse(0);
+        double[] last = rows.stream().max(java.util.Comparator.comparingDouble(t -> t[9])).orElseThrow();
+        double[] b = new double[PHASE_NAMES.length];
+        b[0] = firstFailed - killMs;
+        b[1] = lastFailed - firstFailed;
+        for (int i = 1; i < 10; i++) {
+            b[1 + i] = last[i] - last[i - 1];
+        }
+        b[2] = last[1] - last[0];
+        b[11] = last[9] - killMs;
+        breakdowns.add(b);
+        causes.merge(causeKind(firstCause), 1, Integer::sum);
+    }
+
+    /** The first detection's cause, in a few words (the exception and what the message says happened). */
+    static String causeKind(String cause) {
+        String kind = cause.substring(0, Math.max(0, cause.indexOf(':')));
+        String text = cause.toLowerCase(java.util.Locale.ROOT);
+        // the first clause of the message says what the detector saw
+        String[][] kinds = {{"is gone", "process gone"}, {"retry_exc_err", "connection lost, QP in ERROR"},
+            {"queue pair to it is in error", "connection lost, QP in ERROR"}, {"its queue pair is in error",
+            "connection lost, QP in ERROR"}, {"heartbeat", "heartbeat"}, {"no sign of life", "peer timeout"},
+            {"revoked by", "revoked"}, {"timed out", "timeout"}};
+        for (String[] k : kinds) {
+            if (text.contains(k[0])) {
+                return kind + " (" + k[1] + ")";
+            }
+        }
+        return kind + " (" + (cause.length() > 80 ? cause.substring(0, 80) + "..." : cause) + ")";
+    }
+
+    private static void printBreakdown(String transport, int n, List<double[]> breakdowns,
+                                       Map<String, Integer> causes) {
+        if (breakdowns.isEmpty()) {
+            return;
+        }
+        StringBuilder sb = new StringBuilder("recovery breakdown over " + transport + ", " + n + " ranks, "
+            + breakdowns.size() + " one-kill trials, median / p90 ms:");
+        for (int i = 0; i < PHASE_NAMES.length; i++) {
+            int col = i;
+            double[] v = breakdowns.stream().mapToDouble(b -> b[col]).sorted().toArray();
+            sb.append(String.format(java.util.Locale.ROOT, " %s %.0f / %.0f;", PHASE_NAMES[i], v[v.length / 2],
+                v[v.length * 9 / 10]));
+        }
+        sb.append(" first detection: ").append(causes);
+        System.out.println(sb);
+    }
+
+    private static int hostsEnv() {
+        return Integer.parseInt(env("JCCL_FI_NETNS_HOSTS", "0"));
     }
 
     private static int freePort() throws java.io.IOException {

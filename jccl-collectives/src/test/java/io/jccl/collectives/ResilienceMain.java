@@ -47,6 +47,15 @@ final class ResilienceMain {
      * random moment (0-300 ms) after it entered shrink, while the protocol runs.
      */
     private static void shrink(Communicator c, String how) throws java.io.IOException {
+        if (how.equals("split-agree")) {
+            // a split communicator (every rank, in reverse order: the store's host, world rank 0, is its last rank)
+            // agrees and shrinks through the parent's standby stores when the store's host dies
+            Communicator split = c.split(0, -c.rank());
+            shrink(split, "agree");
+            split.close();
+            c.abort(); // the world communicator lost rank 0 too: no closing barrier with it
+            return;
+        }
         boolean linger = how.equals("linger");
         if (how.equals("twice")) {
             Communicator s = shrinkAfterFailure(c, "");

@@ -90,6 +90,30 @@ class ResilienceProcessTest {
     }
 
     /**
+     * A split communicator gets the parent's standby stores: world rank 0 (the store's host, the split one's last
+     * rank) is killed and the split communicator's survivors agree and shrink through a standby store, with the
+     * default settings. Without them its agreement had no store left.
+     */
+    @Test
+    void aSplitCommunicatorSurvivesTheStoresHostThroughTheParentsStandbyStores() throws Exception {
+        try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", "shm0"), true,
+            "split-agree")) {
+            for (int r = 0; r < 4; r++) {
+                assertTrue(job.waitForLine(r, "RUNNING", 60_000), "rank " + r + ":\n" + job.out(r));
+            }
+            job.processes.get(0).destroyForcibly();
+            for (int r = 1; r < 4; r++) {
+                int split = 3 - r;
+                assertTrue(job.processes.get(r).waitFor(60, TimeUnit.SECONDS), "rank " + r + " hung:\n" + job.out(r));
+                assertEquals(0, job.processes.get(r).exitValue(), job.out(r));
+                assertTrue(job.out(r).contains("AGREED rank " + split + " value 11111000 failed [3]"), job.out(r));
+                assertTrue(job.out(r).contains("SHRUNK rank " + split + " newRank " + split + " size 3 sum 6"),
+                    job.out(r));
+            }
+        }
+    }
+
+    /**
      * A second failure right after recovery: rank 0 (the store's host) is killed, the survivors shrink; then old
      * rank 1, rank 0 of the shrunk communicator and the host of the store it decided through, is killed too: the
      * last two shrink again, through the next standby store.

@@ -55,10 +55,13 @@ public final class Bootstrap {
      *     it has no same-host peer (only its name, provider and link layer are read), or null when none opened:
      *     what a same-host pair of this rank would use, so that a rank alone on its host prices the intra-host
      *     path as the ranks that share a host do
+     * @param stepsNs when the join's steps ended ({@link System#nanoTime()}): join records exchanged, devices
+     *     chosen per peer, this rank's queue pairs connected, every rank connected (the recovery breakdown of
+     *     docs/fault-tolerance.md)
      */
     public record Result(MessagePath messagePath, DirectPath directPath, String[] hosts, int[] localGroup,
                          int[] leaderGroup, Set<String> devicesTried, boolean allSameHost,
-                         DeviceResources firstSameHostDevice) {
+                         DeviceResources firstSameHostDevice, long[] stepsNs) {
         /** Whether the direct algorithms can run. */
         public boolean direct() {
             return directPath != null && directPath.enabled();
@@ -111,13 +114,16 @@ public final class Bootstrap {
                 devices.open(true, cqCapacity, Reach.HOST);
             }
             String settingsHash = Integer.toHexString(options.fingerprint().hashCode());
+            long[] stepsNs = new long[4];
             JoinRecord[] records = exchangeJoinRecords(store, rank, size, options, hostId, settingsHash,
                 String.join(",", devices.opened.keySet()), deadlineNs);
+            stepsNs[0] = System.nanoTime();
             String[] hosts = new String[size];
             for (int j = 0; j < size; j++) {
                 hosts[j] = records[j].hostId();
             }
             Peer[] peers = choosePeers(store, rank, size, options, hostId, records, devices, cqCapacity, deadlineNs);
+            stepsNs[1] = System.nanoTime();
             DeviceResources firstSameHost = null;
             for (var e : devices.opened.entrySet()) {
                 if (firstSameHost == null && devices.isSameHostDevice(e.getKey())) {
@@ -150,6 +156,7 @@ public final class Bootstrap {
             }
             messagePath.createQueuePairs();
             boolean mapped = connect(store, rank, messagePath, directPath, directDevice, deadlineNs);
+            stepsNs[2] = System.nanoTime();
             // Nobody sends before every rank has connected all its queue pairs (a message to a QP still in INIT
             // would be retried only a few times by a real transport).
             store.setString("connected/" + rank, "1", remaining(deadlineNs));
@@ -164,9 +171,11 @@ public final class Bootstrap {
                 }
                 directPath.enable(all);
             }
+            stepsNs[3] = System.nanoTime();
             warnIfOpen(options, rank, used.values(), allSameHost);
             int[][] groups = hostGroups(hosts, rank);
-            return new Result(messagePath, directPath, hosts, groups[0], groups[1], tried, allSameHost, firstSameHost);
+            return new Result(messagePath, directPath, hosts, groups[0], groups[1], tried, allSameHost, firstSameHost,
+                stepsNs);
         } catch (RuntimeException e) {
             if (directPath != null) {
                 directPath.close();

@@ -558,7 +558,7 @@ public final class MessagePath implements AutoCloseable {
                 + " is in ERROR (process died, aborted, closed or connection lost)");
         }
         if (p.sameHost && p.pid > 0 && p.pid != ProcessIds.self()) {
-            boolean alive = ProcessHandle.of(p.pid).map(ProcessHandle::isAlive).orElse(false);
+            boolean alive = !p.exited && ProcessHandle.of(p.pid).map(ProcessHandle::isAlive).orElse(false);
             if (!alive) {
                 throw peerFailed(p, "rank " + p.rank + " died (process " + p.pid + " on " + p.host + " is gone)");
             }
@@ -645,13 +645,32 @@ public final class MessagePath implements AutoCloseable {
         }
     }
 
+    /**
+     * The pid of {@code peerRank}'s process when it runs on this host in this PID namespace (its exit can be
+     * watched: {@link io.jccl.common.ProcessExits}), else 0.
+     */
+    public long localPid(int peerRank) {
+        Peer p = peerRank >= 0 && peerRank < peers.length ? peers[peerRank] : null;
+        return p == null || !p.sameHost || p.pid <= 0 || p.pid == ProcessIds.self() ? 0 : p.pid;
+    }
+
+    /** Records that {@code peerRank}'s process exited (the kernel said so: {@link io.jccl.common.ProcessExits}). */
+    public void markExited(int peerRank) {
+        Peer p = peerRank >= 0 && peerRank < peers.length ? peers[peerRank] : null;
+        if (p != null) {
+            p.exited = true;
+        }
+    }
+
     /** Whether {@code peerRank} runs on this host and its process is gone (a kill -9 seen without any traffic). */
     public boolean processGone(int peerRank) {
         Peer p = peerRank >= 0 && peerRank < peers.length ? peers[peerRank] : null;
         if (p == null || !p.sameHost || p.pid <= 0 || p.pid == ProcessIds.self()) {
             return false;
         }
-        return !ProcessHandle.of(p.pid).map(ProcessHandle::isAlive).orElse(false);
+        // the kernel's word first: an exited process stays "alive" by pid until its parent reaps it (a loaded
+        // parent took 25-50 ms here)
+        return p.exited || !ProcessHandle.of(p.pid).map(ProcessHandle::isAlive).orElse(false);
     }
 
     /** The revocation a peer's notice announced, as the error to throw, or null when no peer sent one. */

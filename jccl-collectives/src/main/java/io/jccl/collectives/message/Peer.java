@@ -55,6 +55,8 @@ public final class Peer {
     volatile boolean revokeNotice;
     /** Set when the QP reported an error on a receive (peer gone); fatal only if this peer is still needed. */
     volatile String broken;
+    /** The kernel said the peer's process exited (its pidfd, {@code ProcessExits}): dead, even while a zombie. */
+    volatile boolean exited;
 
     /**
      * A peer served by {@code device} (chosen because of {@code reason}), with the chunk and rendezvous sizes both

@@ -43,6 +43,11 @@ public final class TcpStore implements Store {
     private DataInputStream in;
     private DataOutputStream out;
     private volatile boolean closed;
+    /**
+     * Whether a connection to the server was ever made: a refusal after that means the server's process is gone
+     * (a kill -9 of the rank that hosted it), and retrying it until the call's deadline only delays the caller.
+     */
+    private boolean everConnected;
     private final ByteArrayOutputStream frame = new ByteArrayOutputStream(256);
     private final DataOutputStream frameOut = new DataOutputStream(frame);
     // The server's limits, from its handshake.
@@ -77,6 +82,22 @@ public final class TcpStore implements Store {
      * {@link TcpStoreServer.Settings#fromConfig()}.
      */
     public TcpStore(String host, int port, boolean startServer, long connectTimeoutNs, String secret, String bind) {
+        this(host, port, startServer, connectTimeoutNs, secret, bind, false);
+    }
+
+    /**
+     * Connects to a server known to have been running (a standby store whose address its host published): a refused
+     * connection means that its process is gone, and fails at once instead of being retried until the deadline
+     * (which is for a server that is still starting). A server that accepts but does not answer is waited for until
+     * {@code connectTimeoutNs}.
+     */
+    public static TcpStore toRunningServer(String host, int port, long connectTimeoutNs, String secret) {
+        return new TcpStore(host, port, false, connectTimeoutNs, secret, null, true);
+    }
+
+    private TcpStore(String host, int port, boolean startServer, long connectTimeoutNs, String secret, String bind,
+                     boolean serverWasRunning) {
+        this.everConnected = serverWasRunning;
         this.secret = secret == null || secret.isBlank() ? null : secret;
         this.server = startServer ? TcpStoreServer.forStore(host, port,
             bind != null ? bind : Config.value("JCCL_STORE_BIND"),
@@ -159,7 +180,18 @@ public final class TcpStore implements Store {
                 in = i;
                 out = o;
                 lastUseNs = System.nanoTime();
+                everConnected = true;
                 return;
+            } catch (java.net.ConnectException e) {
+                closeQuietly(s);
+                if (everConnected && String.valueOf(e.getMessage()).toLowerCase(java.util.Locale.ROOT)
+                    .contains("refused")) {
+                    // the server listened before and refuses now: its process died; fail at once (recovery paths
+                    // then move on, to a standby store or without the store) instead of retrying to the deadline
+                    throw new StoreException(describe() + ": connection refused by a server that was there before"
+                        + " (its process is gone): " + e.getMessage(), e);
+                }
+                last = e;
             } catch (IOException e) {
                 last = e;
                 closeQuietly(s);

@@ -173,6 +173,40 @@ class StoreTest {
         client.close();
     }
 
+    /**
+     * A server that was there and now refuses connections died (its rank was killed): the next call fails at once
+     * with "connection refused", instead of retrying the refused connection until its deadline (issue 17: a
+     * survivor's failure report to a killed rank 0's store held its recovery for the report's timeout).
+     */
+    @Test
+    void tcpServerThatRefusesAfterServingFailsTheNextCallAtOnce() {
+        TcpStore server = new TcpStore("127.0.0.1", 0, true, SECOND);
+        try (TcpStore client = new TcpStore("127.0.0.1", server.port(), false, SECOND)) {
+            client.setString("k", "v", SECOND);
+            server.close();
+            // an hour: retrying to the deadline would time out this test, not pass it
+            StoreException e = assertThrows(StoreException.class, () -> client.setString("k2", "v",
+                TimeUnit.HOURS.toNanos(1)));
+            assertFalse(e instanceof StoreTimeoutException, e.toString());
+            assertTrue(e.getMessage().contains("refused"), e.getMessage());
+        }
+    }
+
+    /**
+     * A client to a server known to have run (a standby store) fails at once when refused: its host was killed
+     * while the survivors were moving to it (fault injection seed 54038 waited JCCL_PEER_TIMEOUT, 30 s, there).
+     */
+    @Test
+    void aClientToAServerThatRanFailsAtOnceWhenRefused() throws Exception {
+        int closed;
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            closed = s.getLocalPort();
+        }
+        StoreException e = assertThrows(StoreException.class, () -> TcpStore.toRunningServer("127.0.0.1", closed,
+            TimeUnit.HOURS.toNanos(1), null));
+        assertFalse(e instanceof StoreTimeoutException, e.toString());
+    }
+
     @Test
     void prefixStoresAreSeparateNamespaces() {
         InMemoryStore base = new InMemoryStore();
