@@ -8,6 +8,9 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
@@ -67,6 +70,64 @@ public final class NetnsBed implements AutoCloseable {
             System.err.println(String.join(" ", command) + ": " + output);
         }
         return p.exitValue();
+    }
+
+    /** Host {@code host}'s IPv4 address on the bed's bridge (scripts/netns.sh: 10.77.0.i, host 1 first). */
+    public static String address(int host) {
+        return "10.77.0." + host;
+    }
+
+    /**
+     * Starts rank {@code rank} of a {@code worldSize}-rank tcp0 job on host {@code rank + 1}: a JVM of its own running
+     * {@code mainClass} on this JVM's class path, joined through the store rank 0 serves on host 1 at
+     * {@code storePort}, its output (stdout and stderr) in {@code output}.
+     */
+    public Process startRank(int rank, int worldSize, int storePort, Class<?> mainClass, Path output)
+            throws IOException {
+        List<String> command = new ArrayList<>(List.of("ip", "netns", "exec", prefix + "-h" + (rank + 1),
+            "env", "JCCL_RANK=" + rank, "JCCL_WORLD_SIZE=" + worldSize,
+            "JCCL_STORE_ADDR=" + address(1) + ":" + storePort, "JCCL_TRANSPORT=tcp0", "JCCL_TIMEOUT=60",
+            Path.of(System.getProperty("java.home"), "bin", "java").toString(), "--enable-native-access=ALL-UNNAMED",
+            "-Djccl.socket.ifname==eth0", "-Xmx256m", "-XX:+UseSerialGC", "-cp", System.getProperty("java.class.path"),
+            mainClass.getName()));
+        return new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(output.toFile()).start();
+    }
+
+    /**
+     * Runs {@code mainClass} as every rank of a tcp0 job, rank r on host r + 1, and returns each rank's output once
+     * all exited 0; fails (with every rank's output) when one does not finish within {@code timeoutSeconds} or exits
+     * otherwise. The ranks are killed on the way out in any case.
+     */
+    public List<String> runRanks(int worldSize, Class<?> mainClass, long timeoutSeconds)
+            throws IOException, InterruptedException {
+        int port = 20_000 + java.util.concurrent.ThreadLocalRandom.current().nextInt(20_000);
+        Path dir = Files.createTempDirectory("jccl-" + prefix + "-netns");
+        List<Process> ranks = new ArrayList<>();
+        List<Path> outputs = new ArrayList<>();
+        try {
+            for (int r = 0; r < worldSize; r++) {
+                outputs.add(dir.resolve("rank" + r + ".log"));
+                ranks.add(startRank(r, worldSize, port, mainClass, outputs.get(r)));
+            }
+            long deadlineNs = System.nanoTime() + TimeUnit.SECONDS.toNanos(timeoutSeconds);
+            boolean done = true;
+            for (Process rank : ranks) {
+                done &= rank.waitFor(Math.max(0, deadlineNs - System.nanoTime()), TimeUnit.NANOSECONDS);
+            }
+            List<String> logs = new ArrayList<>();
+            StringBuilder all = new StringBuilder();
+            for (int r = 0; r < worldSize; r++) {
+                logs.add(Files.readString(outputs.get(r)));
+                all.append("rank ").append(r).append(":\n").append(logs.get(r)).append('\n');
+            }
+            assertTrue(done, "a rank did not finish within " + timeoutSeconds + " s:\n" + all);
+            for (Process rank : ranks) {
+                assertEquals(0, rank.exitValue(), all.toString());
+            }
+            return logs;
+        } finally {
+            ranks.forEach(Process::destroyForcibly);
+        }
     }
 
     /** Takes the hosts down. */
