@@ -73,8 +73,11 @@ final class RoceQueuePair extends AbstractQueuePair {
     private static final VarHandle LONG = ValueLayout.JAVA_LONG.varHandle();
 
     private final RoceContext roce;
-    private final ByteBuffer tx = ByteBuffer.allocateDirect(MessageSegmenter.MAX_MTU + 64);
-    private final MemorySegment txSegment = MemorySegment.ofBuffer(tx);
+    /** Packets built and not sent yet; sent when full and before the lock is released ({@link #flushTx()}). */
+    private final TxBatch txBatch;
+    /** The batch slot the next packet is built in (moves on as each packet is queued). */
+    private ByteBuffer tx;
+    private MemorySegment txSegment;
     private final BthFlyweight bth = new BthFlyweight();
     private final RethFlyweight reth = new RethFlyweight();
     private final ImmDtFlyweight immDt = new ImmDtFlyweight();
@@ -148,6 +151,9 @@ final class RoceQueuePair extends AbstractQueuePair {
     RoceQueuePair(RoceProtectionDomain domain, RoceContext context, QueuePairInitAttributes init) {
         super(domain, init);
         this.roce = context;
+        this.txBatch = context.newTxBatch();
+        this.tx = txBatch.buffer();
+        this.txSegment = txBatch.segment();
         this.messageLastPsn = new int[init.maxSendWorkRequests()];
         java.util.Arrays.fill(atomicPsn, -1);
     }
@@ -261,7 +267,18 @@ final class RoceQueuePair extends AbstractQueuePair {
 
     @Override
     public int progress() {
-        return 0; // the context's receive and timer threads and the posting thread do all the work
+        // a polling application thread receives for the whole context (RoceContext, "Who receives"); null while
+        // the superclass constructor has attached this QP to its CQ and ours has not run yet
+        RoceContext context = roce;
+        return context == null ? 0 : context.driveFromPoller();
+    }
+
+    @Override
+    public void pollerParks() {
+        RoceContext context = roce;
+        if (context != null) {
+            context.pollerParks();
+        }
     }
 
     @Override
@@ -296,6 +313,14 @@ final class RoceQueuePair extends AbstractQueuePair {
 
     /** Sends what the window, max_rd_atomic, fences and an RNR wait allow (must hold the lock). */
     private void transmit() {
+        try {
+            transmitQueued();
+        } finally {
+            flushTx();
+        }
+    }
+
+    private void transmitQueued() {
         if (rnrDeadlineNs != 0) {
             return; // the timer thread resumes the queue when the RNR wait ends
         }
@@ -465,23 +490,40 @@ final class RoceQueuePair extends AbstractQueuePair {
         return transmitPacket(length, true);
     }
 
-    /** Puts the ICRC on the packet in {@link #tx} and sends it; a request arms the local ACK timer if it is off. */
+    /**
+     * Puts the ICRC on the packet in {@link #tx} and queues it in the batch (sent when the batch is full or the
+     * lock is about to be released); a request arms the local ACK timer if it is off.
+     */
     private boolean transmitPacket(int length, boolean request) {
         int value = icrc.computeIpv4(roce.localIpv4(), remoteIpv4, 0, RoceContext.DONT_FRAGMENT, roce.localPort(),
             remotePort, tx, 0, length);
         Icrc.put(tx, 0, length, value);
+        roce.queue(txBatch, length);
+        if (txBatch.isFull() && !flushTx()) {
+            return false;
+        }
+        tx = txBatch.buffer();
+        txSegment = txBatch.segment();
+        if (request && retransmitDeadlineNs == 0 && timeout != 0) {
+            armRetransmitTimer();
+        }
+        return true;
+    }
+
+    /** Sends the queued packets (must hold the lock; before releasing it, whoever queued). */
+    private boolean flushTx() {
         try {
-            roce.send(tx, length, remoteSocket);
+            roce.flush(txBatch, remoteSocket, remoteIpv4, remotePort);
+            return true;
         } catch (IOException e) {
             Log.get().warn(-1, Log.Subsys.NET, "roce0: QP 0x" + Integer.toHexString(queuePairNumber)
                 + ": send failed: " + e);
             enterError("send failed: " + e.getMessage());
             return false;
+        } finally {
+            tx = txBatch.buffer();
+            txSegment = txBatch.segment();
         }
-        if (request && retransmitDeadlineNs == 0 && timeout != 0) {
-            armRetransmitTimer();
-        }
-        return true;
     }
 
     private void armRetransmitTimer() {
@@ -515,6 +557,7 @@ final class RoceQueuePair extends AbstractQueuePair {
                     fire(nowNs);
                 }
             } finally {
+                flushTx();
                 lock.unlock();
             }
             rnr = rnrDeadlineNs;
@@ -641,12 +684,18 @@ final class RoceQueuePair extends AbstractQueuePair {
         }
     }
 
-    /** One checked datagram for this QP (receive thread): a request for the responder or a response. */
-    void onPacket(ByteBuffer packet, MemorySegment packetSegment, int length, InetSocketAddress from) {
+    /**
+     * One checked datagram for this QP (the thread that drains the context's socket): a request for the responder
+     * or a response. {@code tos} is the packet's IPv4 TOS byte (ECN in its low two bits; -1 where the socket does
+     * not report it, {@link RoceContext#reportsTos()}).
+     */
+    void onPacket(ByteBuffer packet, MemorySegment packetSegment, int length, int sourceIpv4, int sourcePort,
+                  int tos) {
         lockWithoutQueueing();
         try {
             if (isClosed() || (state != QueuePairState.READY_TO_RECEIVE && state != QueuePairState.READY_TO_SEND
-                && state != QueuePairState.SEND_QUEUE_DRAINED) || !from.equals(remoteSocket)) {
+                && state != QueuePairState.SEND_QUEUE_DRAINED) || sourceIpv4 != remoteIpv4
+                || sourcePort != remotePort) {
                 context.counterSet().increment(Counter.PORT_RCV_ERRORS);
                 return;
             }
@@ -665,6 +714,7 @@ final class RoceQueuePair extends AbstractQueuePair {
                 context.counterSet().increment(Counter.PORT_RCV_ERRORS);
             }
         } finally {
+            flushTx(); // ACKs and READ responses this packet caused
             lock.unlock();
         }
     }
