@@ -230,6 +230,9 @@ final class FfmUdpSocket extends UdpIo {
 
     @Override
     int send(TxBatch batch, InetSocketAddress to, int toIpv4, int toPort) throws IOException {
+        if (closed) { // never write to a descriptor number that may since name another file
+            throw new java.nio.channels.ClosedChannelException();
+        }
         int count = batch.count();
         batch.destination(toIpv4, toPort);
         int sent = 0;

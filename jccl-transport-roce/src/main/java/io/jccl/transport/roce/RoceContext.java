@@ -101,6 +101,10 @@ final class RoceContext extends AbstractContext {
     static final long RECENT_ACTIVITY_NS = 10_000_000L;
     /** Most receive batches one application poll handles (it returns to its caller after that). */
     private static final int POLLER_BATCHES = 4;
+    /** The receive lock's holder is an application poller (written and read only by that holder). */
+    private boolean pollerDraining;
+    /** Whether a poller may hold a single ACK back for the application's answer (temporary A/B switch). */
+    private static final boolean ACK_HOLD = !"0".equals(io.jccl.common.Config.value("JCCL_ROCE_ACK_HOLD", "1"));
     /** Whether application polls drain the socket ({@code JCCL_ROCE_POLL_DRIVEN}, default 1; 0 = never). */
     private final boolean pollDriven;
     /** Variable that turns application-driven receive off (0) or on (1, the default). */
@@ -501,10 +505,48 @@ final class RoceContext extends AbstractContext {
         return drainAsPoller() + (other != null && other != this ? other.drainAsPoller() : 0);
     }
 
+    /**
+     * Whether the packets a received datagram caused may wait in {@code batch} for the QP's next flush instead of
+     * going out now: only a single plain ACK, only on a polling application thread. That thread returns to the
+     * application, which often answers at once (a ping-pong): the ACK then leaves in the same {@code sendmmsg} as the
+     * answer, or at the thread's next poll, or, if it stops polling, from the receive thread within a standby tick.
+     * One system call less per message each way. The peer's ACK timer is 32 ms or more.
+     */
+    boolean holdsAck(TxBatch batch) {
+        return ACK_HOLD && pollerDraining && batch.count() == 1
+            && (batch.buffer(0).get(0) & 0xFF) == RoceOpcode.ACKNOWLEDGE;
+    }
+
+    /** A queue pair now holds an ACK (after setting its own flag, so that a flush that sees this sees that). */
+    void ackWasHeld() {
+        anyAckHeld = true;
+    }
+
+    /** A queue pair held an ACK back ({@link #holdsAck}): set before its flag, so a flush never misses it. */
+    private volatile boolean anyAckHeld;
+
+    /**
+     * Sends the ACKs queue pairs hold: at the start of each poller's drive (an ACK held since the last poll, the
+     * application did not answer with a post of its own), when a poller parks, and on the receive thread before it
+     * waits and after each standby tick.
+     */
+    private void flushHeldAcks() {
+        if (!anyAckHeld || closing) {
+            return;
+        }
+        anyAckHeld = false;
+        for (RoceQueuePair qp : timed) {
+            if (qp.ackHeld()) {
+                qp.flushHeldAck();
+            }
+        }
+    }
+
     private int drainAsPoller() {
         if (closing) {
             return 0;
         }
+        flushHeldAcks();
         long now = System.nanoTime();
         if (now - lastDatagramNs > RECENT_ACTIVITY_NS || !tryAcquireReceive()) {
             return 0;
@@ -515,7 +557,12 @@ final class RoceContext extends AbstractContext {
             }
             lastPollerDriveNs = now == 0 ? 1 : now;
             pollerDrives++;
-            return drainSocket(POLLER_BATCHES);
+            pollerDraining = true;
+            try {
+                return drainSocket(POLLER_BATCHES);
+            } finally {
+                pollerDraining = false;
+            }
         } catch (IOException e) {
             if (!closing) {
                 counterSet().increment(Counter.PORT_RCV_ERRORS);
@@ -529,6 +576,7 @@ final class RoceContext extends AbstractContext {
 
     /** The application's poller is about to park: the receive thread takes the socket back at once. */
     void pollerParks() {
+        flushHeldAcks();
         if (lastPollerDriveNs != 0) {
             lastPollerDriveNs = 0;
             LockSupport.unpark(receiver);
@@ -547,6 +595,7 @@ final class RoceContext extends AbstractContext {
                 if (driven != 0 && System.nanoTime() - driven < DRIVEN_NS) {
                     // standby: no spinning, no wake-up per datagram; a hand-over unparks it
                     LockSupport.parkNanos(this, STANDBY_TICK_NS);
+                    flushHeldAcks();
                     if (tryAcquireReceive()) { // a poller that stalls leaves at most a tick's datagrams waiting
                         try {
                             if (!closing) {
@@ -581,6 +630,7 @@ final class RoceContext extends AbstractContext {
                     Thread.onSpinWait();
                     continue;
                 }
+                flushHeldAcks();
                 receiveParked = true;
                 try {
                     receiveWaits++;

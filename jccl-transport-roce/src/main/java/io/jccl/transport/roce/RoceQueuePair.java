@@ -75,6 +75,8 @@ final class RoceQueuePair extends AbstractQueuePair {
     private final RoceContext roce;
     /** Packets built and not sent yet; sent when full and before the lock is released ({@link #flushTx()}). */
     private final TxBatch txBatch;
+    /** The batch holds one ACK a polling thread queued and left for the next flush ({@link #onPacket}). */
+    private volatile boolean ackHeld;
     /** The batch slot the next packet is built in (moves on as each packet is queued). */
     private ByteBuffer tx;
     private MemorySegment txSegment;
@@ -270,7 +272,10 @@ final class RoceQueuePair extends AbstractQueuePair {
         // a polling application thread receives for the whole context (RoceContext, "Who receives"); null while
         // the superclass constructor has attached this QP to its CQ and ours has not run yet
         RoceContext context = roce;
-        return context == null ? 0 : context.driveFromPoller();
+        if (context == null) {
+            return 0;
+        }
+        return context.driveFromPoller();
     }
 
     @Override
@@ -510,8 +515,27 @@ final class RoceQueuePair extends AbstractQueuePair {
         return true;
     }
 
+    /** Sends an ACK held back by {@link #onPacket} (takes the lock; a cheap volatile check when none is). */
+    void flushHeldAck() {
+        if (!ackHeld) {
+            return;
+        }
+        lockWithoutQueueing();
+        try {
+            flushTx();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Whether an ACK is held back (the receive thread sends it when no poller does). */
+    boolean ackHeld() {
+        return ackHeld;
+    }
+
     /** Sends the queued packets (must hold the lock; before releasing it, whoever queued). */
     private boolean flushTx() {
+        ackHeld = false;
         try {
             roce.flush(txBatch, remoteSocket, remoteIpv4, remotePort);
             return true;
@@ -714,7 +738,12 @@ final class RoceQueuePair extends AbstractQueuePair {
                 context.counterSet().increment(Counter.PORT_RCV_ERRORS);
             }
         } finally {
-            flushTx(); // ACKs and READ responses this packet caused
+            if (roce.holdsAck(txBatch)) {
+                ackHeld = true; // the application's answer, or its next poll, takes it along (RoceContext)
+                roce.ackWasHeld();
+            } else {
+                flushTx(); // ACKs and READ responses this packet caused
+            }
             lock.unlock();
         }
     }
