@@ -103,6 +103,8 @@ final class RoceContext extends AbstractContext {
     private static final int POLLER_BATCHES = 4;
     /** The receive lock's holder is an application poller (written and read only by that holder). */
     private boolean pollerDraining;
+    /** The datagram being handled is a poller's last of its batch: its lone ACK may be held ({@link #holdsAck}). */
+    private boolean ackHoldable;
     /** Whether a poller may hold a single ACK back for the application's answer (temporary A/B switch). */
     private static final boolean ACK_HOLD = !"0".equals(io.jccl.common.Config.value("JCCL_ROCE_ACK_HOLD", "1"));
     /** Whether application polls drain the socket ({@code JCCL_ROCE_POLL_DRIVEN}, default 1; 0 = never). */
@@ -467,7 +469,9 @@ final class RoceContext extends AbstractContext {
             }
             receiveCalls++;
             lastDatagramNs = System.nanoTime();
+            flushHeldAcks(); // more arrived: an ACK held from the last batch waits no longer (a stream's window)
             for (int i = 0; i < n; i++) {
+                ackHoldable = pollerDraining && i == n - 1; // the last datagram before the poller returns
                 try {
                     onDatagram(ring.buffer(i), ring.segment(i), ring.truncated[i] ? -1 : ring.lengths[i],
                         ring.sourceIpv4s[i], ring.sourcePorts[i], ring.tosBytes[i]);
@@ -507,13 +511,14 @@ final class RoceContext extends AbstractContext {
 
     /**
      * Whether the packets a received datagram caused may wait in {@code batch} for the QP's next flush instead of
-     * going out now: only a single plain ACK, only on a polling application thread. That thread returns to the
+     * going out now: only a single plain ACK, only on a polling application thread, only for the last datagram of
+     * a receive batch (an ACK within a stream goes out before the next batch is handled). That thread returns to the
      * application, which often answers at once (a ping-pong): the ACK then leaves in the same {@code sendmmsg} as the
      * answer, or at the thread's next poll, or, if it stops polling, from the receive thread within a standby tick.
      * One system call less per message each way. The peer's ACK timer is 32 ms or more.
      */
     boolean holdsAck(TxBatch batch) {
-        return ACK_HOLD && pollerDraining && batch.count() == 1
+        return ACK_HOLD && ackHoldable && batch.count() == 1
             && (batch.buffer(0).get(0) & 0xFF) == RoceOpcode.ACKNOWLEDGE;
     }
 
