@@ -83,6 +83,14 @@ final class RoceContext extends AbstractContext {
     /** Whether the receive thread is parked on an empty socket. */
     private volatile boolean receiveParked;
     private final java.nio.channels.Selector selector;
+    /** IP TOS byte of every packet sent: DSCP 0, ECN-Capable Transport 0, so a switch marks rather than drops. */
+    static final int SEND_TOS = EcnSource.ECT_0;
+    /** Congestion control of the QPs this context creates from now on (tests change it). */
+    private volatile RoceCongestionSettings congestion;
+    /** Where the receive thread learns each datagram's TOS byte (see {@link EcnSource}). */
+    private volatile EcnSource ecnSource = EcnSource.NONE;
+    /** DCQCN's notification point: CNPs for Congestion Experienced arrivals (receive thread only). */
+    private final NotificationPoint notificationPoint;
 
     /** Decides whether a packet about to be sent is lost instead (loss injection in tests). */
     interface PacketFilter {
@@ -107,6 +115,7 @@ final class RoceContext extends AbstractContext {
             channel.setOption(jdk.net.ExtendedSocketOptions.IP_DONTFRAGMENT, true);
             channel.setOption(StandardSocketOptions.SO_RCVBUF, SOCKET_BUFFER_BYTES);
             channel.setOption(StandardSocketOptions.SO_SNDBUF, SOCKET_BUFFER_BYTES);
+            channel.setOption(StandardSocketOptions.IP_TOS, SEND_TOS); // Linux keeps the ECN bits for UDP
             channel.bind(new InetSocketAddress(address, settings.port()));
             // non-blocking: the receive thread polls, then parks in the selector (never sleeps inside receive)
             channel.configureBlocking(false);
@@ -139,6 +148,13 @@ final class RoceContext extends AbstractContext {
         }
         receiveSpinNs = spinUs * 1000;
         pKeys = settings.pKeys().stream().mapToInt(Integer::intValue).toArray();
+        try {
+            congestion = RoceCongestionSettings.fromConfig();
+        } catch (IllegalArgumentException e) {
+            closeQuietly();
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, "roce0: " + e.getMessage(), e);
+        }
+        notificationPoint = new NotificationPoint(this);
         receiver = Thread.ofPlatform().daemon().name("jccl-roce-rx-" + localPort).start(this::receiveLoop);
         timer = Thread.ofPlatform().daemon().name("jccl-roce-timer-" + localPort).start(this::timerLoop);
     }
@@ -214,6 +230,21 @@ final class RoceContext extends AbstractContext {
     /** Installs (or, with null, removes) the loss-injection filter on the send path. */
     void dropFilter(PacketFilter filter) {
         dropFilter = filter;
+    }
+
+    /** Congestion control settings for QPs that enter RTS from now on. */
+    RoceCongestionSettings congestion() {
+        return congestion;
+    }
+
+    /** Replaces the congestion control settings for QPs that enter RTS from now on (tests). */
+    void congestion(RoceCongestionSettings settings) {
+        congestion = settings;
+    }
+
+    /** Installs where the receive thread learns each datagram's TOS byte (the FFM receive path, or a test). */
+    void ecnSource(EcnSource source) {
+        ecnSource = source == null ? EcnSource.NONE : source;
     }
 
     /** Lets the timer thread serve {@code qp}'s ACK and RNR timers. */
@@ -374,7 +405,7 @@ final class RoceContext extends AbstractContext {
         }
         BthFlyweight bth = rxBth.wrap(rx, 0);
         int opcode = bth.opcode();
-        if (!RoceOpcode.isKnown(opcode) || opcode == RoceOpcode.CNP || bth.transportVersion() != 0
+        if (!RoceOpcode.isKnown(opcode) || bth.transportVersion() != 0
             || length < RoceOpcode.headerLength(opcode) + bth.padCount() + RoceOpcode.ICRC_LENGTH) {
             counterSet().increment(Counter.PORT_RCV_ERRORS);
             return;
@@ -395,6 +426,14 @@ final class RoceContext extends AbstractContext {
             return;
         }
         counterSet().increment(Counter.RCVD_PKTS);
+        if (opcode == RoceOpcode.CNP) {
+            roce.onCnp(rx, from); // reaction point
+            return;
+        }
+        int tos = ecnSource.tos(rx, length);
+        if (tos != EcnSource.UNKNOWN) {
+            notificationPoint.onArrival(tos, roce, from, System.nanoTime());
+        }
         roce.onPacket(rx, rxSegment, length, from);
     }
 
