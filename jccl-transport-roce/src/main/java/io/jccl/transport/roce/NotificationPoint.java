@@ -12,8 +12,9 @@ import java.nio.ByteBuffer;
 
 /**
  * DCQCN's notification point of one context: a datagram that arrives with Congestion Experienced in its IP ECN
- * field is counted (np_ecn_marked_roce_packets) and answered with a congestion notification packet to the sending
- * queue pair, at most one per queue pair per interval (the paper's N, 50 µs; np_cnp_sent).
+ * field, or with FECN set in its BTH (InfiniBand's own congestion mark, which the ICRC leaves out so that a switch
+ * may set it), is counted (np_ecn_marked_roce_packets) and answered with a congestion notification packet to the
+ * sending queue pair, at most one per queue pair per interval (the paper's N, 50 µs; np_cnp_sent).
  *
  * <p>A CNP is laid out as ConnectX NICs and rxe's opcode table have it: a BTH with opcode 0x81, BECN set, the
  * queue pair's P_Key, the peer's queue pair number, PSN 0, no AckReq, migration state 0; then 16 reserved zero
@@ -31,11 +32,12 @@ final class NotificationPoint {
     }
 
     /**
-     * A datagram with IP TOS byte {@code tos} ({@link EcnSource#UNKNOWN} when the socket did not say) from
-     * {@code from} reached {@code qp}, which has checked it; {@code nowNs} is the time of arrival.
+     * A datagram with IP TOS byte {@code tos} ({@link EcnSource#UNKNOWN} when the socket did not say) and BTH
+     * FECN bit {@code fecn} from {@code from} reached {@code qp}, which has checked it; {@code nowNs} is the time
+     * of arrival.
      */
-    void onArrival(int tos, RoceQueuePair qp, InetSocketAddress from, long nowNs) {
-        if (!EcnSource.congestionExperienced(tos)) {
+    void onArrival(int tos, boolean fecn, RoceQueuePair qp, InetSocketAddress from, long nowNs) {
+        if (!fecn && !EcnSource.congestionExperienced(tos)) {
             return;
         }
         context.counterSet().increment(Counter.NP_ECN_MARKED_ROCE_PACKETS);

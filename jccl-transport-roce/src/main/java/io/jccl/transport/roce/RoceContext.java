@@ -431,8 +431,9 @@ final class RoceContext extends AbstractContext {
             return;
         }
         int tos = ecnSource.tos(rx, length);
-        if (tos != EcnSource.UNKNOWN) {
-            notificationPoint.onArrival(tos, roce, from, System.nanoTime());
+        boolean fecn = bth.fecn();
+        if (tos != EcnSource.UNKNOWN || fecn) {
+            notificationPoint.onArrival(tos, fecn, roce, from, System.nanoTime());
         }
         roce.onPacket(rx, rxSegment, length, from);
     }

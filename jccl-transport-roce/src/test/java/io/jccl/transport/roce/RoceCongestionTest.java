@@ -161,6 +161,25 @@ class RoceCongestionTest {
     }
 
     @Test
+    void shouldTreatTheBthFecnBitAsACongestionMark() {
+        RoceCongestionSettings every = new RoceCongestionSettings(CongestionMode.DCQCN, 100_000, 0, 1_000_000);
+        connect(every, every, EcnSource.NONE); // B's socket says nothing about ECN
+        // a "switch" on A's send path sets FECN on WRITE FIRST packets: the ICRC leaves the bit out, so they pass
+        contextA.dropFilter((packet, length) -> {
+            if ((packet.get(0) & 0xFF) == 0x06) {
+                packet.put(4, (byte) (packet.get(4) | 0x80));
+            }
+            return false;
+        });
+        writeAndCheck(8 << 10, 8);
+        writeAndCheck(8 << 10, 9);
+        await(() -> counter(contextA, Counter.RP_CNP_HANDLED) == 2, "A handles a CNP per FECN mark");
+        assertEquals(2, counter(contextB, Counter.NP_ECN_MARKED_ROCE_PACKETS));
+        assertEquals(2, counter(contextB, Counter.NP_CNP_SENT));
+        assertEquals(0, counter(contextB, Counter.PORT_RCV_ERRORS), "FECN does not break the ICRC");
+    }
+
+    @Test
     void shouldMeasureRoundTripsInTheDelayMode() {
         RoceCongestionSettings delay = RoceCongestionSettings.DEFAULT.withMode(CongestionMode.DELAY);
         connect(delay, delay, EcnSource.NONE);
