@@ -13,7 +13,7 @@
 #   jccl-transport-roce/scripts/roce-cc-netns.sh            (root; iproute2, nftables; JDK 25)
 #
 # Environment: RATE (tbf rate, default 50mbit), LINK_MBPS (JCCL_ROCE_LINK_MBPS of every flow, default 50),
-# MARK_PERMILLE (default 20), LIMIT (tbf queue, default 64kb), RUN_SECONDS (default 8), ROUNDS (default 2), MODES
+# MARK_PERMILLE (default 100), LIMIT (tbf queue, default 64kb), RUN_SECONDS (default 8), ROUNDS (default 2), MODES
 # (default "none dcqcn delay"), MESSAGE_BYTES (default 65536), OUTSTANDING (WRITEs in flight per flow, default 4),
 # JCCL_NETNS_PREFIX (default jcc). The bed is always taken down at the end.
 # Needs the jars: ./mvnw -o install -DskipTests -pl jccl-common,jccl-verbs,jccl-transport-roce
@@ -25,7 +25,7 @@ export JCCL_NETNS_PREFIX="${JCCL_NETNS_PREFIX:-jcc}"
 P="$JCCL_NETNS_PREFIX"
 RATE="${RATE:-50mbit}"
 LINK_MBPS="${LINK_MBPS:-50}"
-MARK_PERMILLE="${MARK_PERMILLE:-20}"
+MARK_PERMILLE="${MARK_PERMILLE:-100}"
 LIMIT="${LIMIT:-64kb}"
 RUN_SECONDS="${RUN_SECONDS:-8}"
 ROUNDS="${ROUNDS:-2}"
