@@ -36,7 +36,8 @@ final class DelayRateController implements RateController {
     private long sampleSentNs;
     private long lastDecreaseNs;
     private boolean decreased;
-    private long lastRttNs;
+    /** Volatile: tools and tests read it from other threads. */
+    private volatile long lastRttNs;
 
     /** A controller for a link of {@code linkMbps} aiming at round trips of {@code targetDelayNs}. */
     DelayRateController(double linkMbps, long targetDelayNs) {

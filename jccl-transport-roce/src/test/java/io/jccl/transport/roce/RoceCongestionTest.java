@@ -186,7 +186,8 @@ class RoceCongestionTest {
         writeAndCheck(16 << 10, 7);
         DelayRateController controller = assertInstanceOf(DelayRateController.class,
             ((RoceQueuePair) qpA).pacer().controller());
-        assertTrue(controller.lastRttNs() > 0, "an AckReq was answered and timed");
+        // the completion is pushed before the receive thread hands the acknowledgement to the controller
+        await(() -> controller.lastRttNs() > 0, "an AckReq answered and timed");
         assertEquals(0, counter(contextB, Counter.NP_CNP_SENT));
     }
 }
