@@ -99,6 +99,11 @@ final class DcqcnRateController implements RateController {
     }
 
     @Override
+    public boolean atLineRate() {
+        return !recovering;
+    }
+
+    @Override
     public double rateBitsPerSecond() {
         return currentBps;
     }

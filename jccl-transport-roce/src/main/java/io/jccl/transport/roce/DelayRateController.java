@@ -54,6 +54,11 @@ final class DelayRateController implements RateController {
     }
 
     @Override
+    public boolean atLineRate() {
+        return currentBps >= linkBps;
+    }
+
+    @Override
     public double rateBitsPerSecond() {
         return currentBps;
     }

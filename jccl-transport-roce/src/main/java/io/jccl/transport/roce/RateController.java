@@ -9,6 +9,12 @@ interface RateController {
     /** Runs the controller's timers up to {@code nowNs} (they are evaluated when asked, not by a thread). */
     void advance(long nowNs);
 
+    /**
+     * Whether the rate is the link's and nothing but a congestion signal changes that: the send path then skips
+     * the pacer (and its clock read) altogether.
+     */
+    boolean atLineRate();
+
     /** The current sending rate in bits per second, as of the last {@link #advance}. */
     double rateBitsPerSecond();
 

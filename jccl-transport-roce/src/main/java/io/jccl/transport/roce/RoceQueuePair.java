@@ -399,8 +399,8 @@ final class RoceQueuePair extends AbstractQueuePair {
      * call {@link #transmit()} again when it will (must hold the lock).
      */
     private boolean paced(int length) {
-        if (pacer == null) {
-            return true;
+        if (pacer == null || pacer.controller().atLineRate()) {
+            return true; // nothing to pace until a congestion signal: not even a clock read per packet
         }
         long now = System.nanoTime();
         long waitNs = pacer.delayNs(now, length);

@@ -27,6 +27,7 @@ class DcqcnRateControllerTest {
         rc.onSent(100_000_000, 10_000 * US);
         assertRate(LINK, rc.rateBitsPerSecond());
         assertFalse(rc.recovering());
+        assertTrue(rc.atLineRate(), "the send path skips the pacer");
         assertEquals(1.0, rc.alpha()); // no timers run at line rate: the first CNP sees the initial alpha
     }
 
@@ -35,6 +36,7 @@ class DcqcnRateControllerTest {
         DcqcnRateController rc = new DcqcnRateController(100_000, 0);
         // CNP at t = 0: Rt = Rc = 100 G; Rc = 100 G · (1 − 1/2) = 50 G; α = g·1 + (1 − g) = 1
         assertTrue(rc.onCnp(0));
+        assertFalse(rc.atLineRate());
         assertRate(50e9, rc.rateBitsPerSecond());
         assertRate(100e9, rc.targetBitsPerSecond());
         assertEquals(1.0, rc.alpha(), 1e-15);

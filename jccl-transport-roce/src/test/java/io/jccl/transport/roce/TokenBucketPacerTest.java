@@ -20,6 +20,11 @@ class TokenBucketPacerTest {
         }
 
         @Override
+        public boolean atLineRate() {
+            return false;
+        }
+
+        @Override
         public double rateBitsPerSecond() {
             return bps;
         }
