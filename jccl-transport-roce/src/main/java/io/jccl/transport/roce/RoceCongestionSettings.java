@@ -6,8 +6,9 @@ import io.jccl.common.Config;
  * Congestion control settings of a roce context, read from the environment by {@link #fromConfig()}.
  *
  * @param mode which controller paces requests ({@code JCCL_ROCE_CC}: dcqcn, delay or none; default dcqcn)
- * @param linkMbps the link rate in Mb/s that rates start at and are capped by, and that DCQCN's increase steps are
- *     scaled to ({@code JCCL_ROCE_LINK_MBPS}, default 100000)
+ * @param linkMbps the link rate in Mb/s that a first cut starts from and recovery returns to (at it nothing is
+ *     paced: the link itself is the limit), and that DCQCN's increase steps are scaled to
+ *     ({@code JCCL_ROCE_LINK_MBPS}, default 100000)
  * @param cnpIntervalNs the notification point sends at most one CNP per queue pair per this interval
  *     ({@code JCCL_ROCE_CNP_INTERVAL_US}, default 50 µs, DCQCN's N)
  * @param targetDelayNs the delay controller's target round-trip time ({@code JCCL_ROCE_CC_TARGET_DELAY_US}, default
