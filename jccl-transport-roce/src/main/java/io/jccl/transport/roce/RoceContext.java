@@ -135,6 +135,14 @@ final class RoceContext extends AbstractContext {
     private long receiveCalls;
     private long receiveWaits;
     private long pollerDrives;
+    /** IP TOS byte of every packet sent: DSCP 0, ECN-Capable Transport 0, so a switch marks rather than drops. */
+    static final int SEND_TOS = EcnSource.ECT_0;
+    /** Congestion control of the QPs this context creates from now on (tests change it). */
+    private volatile RoceCongestionSettings congestion;
+    /** A test's stand-in for the TOS byte the socket reports (null: the socket's; see {@link EcnSource}). */
+    private volatile EcnSource ecnSource;
+    /** DCQCN's notification point: CNPs for Congestion Experienced arrivals (whoever holds the receive lock). */
+    private final NotificationPoint notificationPoint;
 
     /** Decides whether a packet about to be sent is lost instead (loss injection in tests). */
     interface PacketFilter {
@@ -153,6 +161,7 @@ final class RoceContext extends AbstractContext {
         InetAddress address = settings.inetAddress();
         try {
             udp = UdpIo.open(address, settings.port());
+            udp.trafficClass(SEND_TOS); // ECT(0) on every packet: Linux keeps the ECN bits a UDP sender sets
         } catch (IllegalArgumentException e) {
             counterSet().close();
             throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, "roce0: " + e.getMessage(), e);
@@ -185,6 +194,13 @@ final class RoceContext extends AbstractContext {
         }
         pollDriven = driven == 1;
         pKeys = settings.pKeys().stream().mapToInt(Integer::intValue).toArray();
+        try {
+            congestion = RoceCongestionSettings.fromConfig();
+        } catch (IllegalArgumentException e) {
+            closeQuietly();
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, "roce0: " + e.getMessage(), e);
+        }
+        notificationPoint = new NotificationPoint(this);
         receiver = Thread.ofPlatform().daemon().name("jccl-roce-rx-" + localPort).start(this::receiveLoop);
         timer = Thread.ofPlatform().daemon().name("jccl-roce-timer-" + localPort).start(this::timerLoop);
     }
@@ -260,6 +276,24 @@ final class RoceContext extends AbstractContext {
     /** Installs (or, with null, removes) the loss-injection filter on the send path. */
     void dropFilter(PacketFilter filter) {
         dropFilter = filter;
+    }
+
+    /** Congestion control settings for QPs that enter RTS from now on. */
+    RoceCongestionSettings congestion() {
+        return congestion;
+    }
+
+    /** Replaces the congestion control settings for QPs that enter RTS from now on (tests). */
+    void congestion(RoceCongestionSettings settings) {
+        congestion = settings;
+    }
+
+    /**
+     * Installs a test's answer for each datagram's TOS byte in place of the socket's (null: the socket's again, which
+     * is the FFM path's {@code IP_RECVTOS} byte, or unknown on the NIO fallback).
+     */
+    void ecnSource(EcnSource source) {
+        ecnSource = source;
     }
 
     /** Lets the timer thread serve {@code qp}'s ACK and RNR timers. */
@@ -667,7 +701,7 @@ final class RoceContext extends AbstractContext {
         }
         BthFlyweight bth = rxBth.wrap(rx, 0);
         int opcode = bth.opcode();
-        if (!RoceOpcode.isKnown(opcode) || opcode == RoceOpcode.CNP || bth.transportVersion() != 0
+        if (!RoceOpcode.isKnown(opcode) || bth.transportVersion() != 0
             || length < RoceOpcode.headerLength(opcode) + bth.padCount() + RoceOpcode.ICRC_LENGTH) {
             counterSet().increment(Counter.PORT_RCV_ERRORS);
             return;
@@ -686,6 +720,18 @@ final class RoceContext extends AbstractContext {
             return;
         }
         counterSet().increment(Counter.RCVD_PKTS);
+        if (opcode == RoceOpcode.CNP) {
+            roce.onCnp(rx, sourceIpv4, sourcePort); // reaction point
+            return;
+        }
+        EcnSource override = ecnSource;
+        if (override != null) {
+            tos = override.tos(rx, length);
+        }
+        boolean fecn = bth.fecn();
+        if (fecn || EcnSource.congestionExperienced(tos)) {
+            notificationPoint.onArrival(tos, fecn, roce, sourceIpv4, sourcePort, System.nanoTime());
+        }
         roce.onPacket(rx, rxSegment, length, sourceIpv4, sourcePort, tos);
     }
 

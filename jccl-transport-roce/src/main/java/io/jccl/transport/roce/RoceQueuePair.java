@@ -135,6 +135,12 @@ final class RoceQueuePair extends AbstractQueuePair {
     private static final long EXPIRY_RECHECK_NS = 1_000_000L;
     /** When an RNR wait ends and the send queue resumes, 0 when not waiting. */
     private volatile long rnrDeadlineNs;
+    /** Paces requests at the congestion controller's rate (null: JCCL_ROCE_CC=none); set on entering RTS. */
+    private TokenBucketPacer pacer;
+    /** When the pacer lets the next request out and the timer thread resumes the send queue, 0 when not paced. */
+    private volatile long paceDeadlineNs;
+    /** When this QP's notification point last sent a CNP to its peer (receive thread only; 0 = never). */
+    long lastCnpNs;
 
     // ------------------------------------------------------------------ responder
     private int msn;
@@ -194,6 +200,31 @@ final class RoceQueuePair extends AbstractQueuePair {
         return pKey;
     }
 
+    /** The peer's socket address, null before RTR (read by the notification point without the lock). */
+    InetSocketAddress remoteSocket() {
+        return remoteSocket;
+    }
+
+    /** The peer's IPv4 address as an int. */
+    int remoteIpv4() {
+        return remoteIpv4;
+    }
+
+    /** The peer's UDP port. */
+    int remotePort() {
+        return remotePort;
+    }
+
+    /** The peer's queue pair number (dest_qp_num). */
+    int peerQpNumber() {
+        return destQpNumber;
+    }
+
+    /** The pacer of this QP, null when congestion control is off or the QP has not reached RTS (tests). */
+    TokenBucketPacer pacer() {
+        return pacer;
+    }
+
     boolean isClosedForInput() {
         return isClosed();
     }
@@ -247,6 +278,7 @@ final class RoceQueuePair extends AbstractQueuePair {
             int fit = roce.receiveBufferBytes() / (4 * (mtuBytes() + 1024));
             windowPsns = Math.clamp(fit, 2, WINDOW_PSNS);
             ackEveryPsns = Math.min(ACK_EVERY_PSNS, windowPsns / 2);
+            pacer = roce.congestion().newPacer(System.nanoTime());
             roce.addTimed(this);
         }
         if (to == QueuePairState.READY_TO_SEND && from == QueuePairState.SEND_QUEUE_DRAINED) {
@@ -262,6 +294,9 @@ final class RoceQueuePair extends AbstractQueuePair {
             atomicNext = 0;
             retransmitDeadlineNs = 0;
             rnrDeadlineNs = 0;
+            paceDeadlineNs = 0;
+            pacer = null;
+            lastCnpNs = 0;
             startedRetry = false;
             expiryDrains = -1;
         }
@@ -360,6 +395,9 @@ final class RoceQueuePair extends AbstractQueuePair {
                 return; // an ACK reopens the window
             }
             if (readAtomic) {
+                if (!paced(RoceOpcode.packetLength(RoceOpcode.RDMA_READ_REQUEST, 0))) {
+                    return; // the timer thread resumes when the pacer allows
+                }
                 if (!sendReadOrAtomic(slot, mtu)) {
                     return;
                 }
@@ -375,6 +413,9 @@ final class RoceQueuePair extends AbstractQueuePair {
                 boolean last = slot.progress + payload == slot.length;
                 int opcode = MessageSegmenter.opcode(operation, first, last);
                 boolean ackRequest = last || Psn.distance(lastAckedPsn, sqPsn) % ackEveryPsns == 0;
+                if (!paced(RoceOpcode.packetLength(opcode, payload))) {
+                    return;
+                }
                 if (!sendRequest(slot, opcode, payload, ackRequest)) {
                     return;
                 }
@@ -386,6 +427,25 @@ final class RoceQueuePair extends AbstractQueuePair {
                 advanceSendPsn(Psn.next(sqPsn));
             }
         }
+    }
+
+    /**
+     * Whether the pacer lets a request packet of {@code length} bytes out now; if not, arms the timer thread to
+     * call {@link #transmit()} again when it will (must hold the lock).
+     */
+    private boolean paced(int length) {
+        if (pacer == null || pacer.controller().atLineRate()) {
+            return true; // nothing to pace until a congestion signal: not even a clock read per packet
+        }
+        long now = System.nanoTime();
+        long waitNs = pacer.delayNs(now, length);
+        if (waitNs == 0) {
+            return true;
+        }
+        long deadline = now + waitNs;
+        paceDeadlineNs = deadline == 0 ? 1 : deadline;
+        roce.timerArmed(deadline);
+        return false;
     }
 
     /**
@@ -503,6 +563,9 @@ final class RoceQueuePair extends AbstractQueuePair {
         int value = icrc.computeIpv4(roce.localIpv4(), remoteIpv4, 0, RoceContext.DONT_FRAGMENT, roce.localPort(),
             remotePort, tx, 0, length);
         Icrc.put(tx, 0, length, value);
+        if (request && pacer != null && bth.wrap(tx, 0).ackRequest()) {
+            pacer.controller().onAckRequested(bth.psn(), System.nanoTime()); // an RTT sample for the delay mode
+        }
         roce.queue(txBatch, length);
         if (txBatch.isFull() && !flushTx()) {
             return false;
@@ -571,6 +634,28 @@ final class RoceQueuePair extends AbstractQueuePair {
      * @return the earliest deadline still pending, 0 when none
      */
     long onTimer(long nowNs) {
+        long pace = paceDeadlineNs;
+        if (pace != 0 && nowNs - pace >= 0) {
+            lockWithoutQueueing();
+            try {
+                if (paceDeadlineNs != 0 && nowNs - paceDeadlineNs >= 0) {
+                    paceDeadlineNs = 0;
+                    if (!isClosed() && (state == QueuePairState.READY_TO_SEND
+                        || state == QueuePairState.SEND_QUEUE_DRAINED)) {
+                        transmit();
+                    }
+                }
+            } finally {
+                lock.unlock();
+            }
+        }
+        long next = earliestDeadline(nowNs);
+        pace = paceDeadlineNs; // after: a go-back-N or RNR resume may have been paced
+        return pace == 0 ? next : next == 0 || pace - next < 0 ? pace : next;
+    }
+
+    /** The RNR wait and the local ACK timer: fires them when due, returns the earliest still pending (0: none). */
+    private long earliestDeadline(long nowNs) {
         long rnr = rnrDeadlineNs;
         long retransmit = retransmitDeadlineNs;
         if ((rnr != 0 && nowNs - rnr >= 0) || (retransmit != 0 && nowNs - retransmit >= 0)) {
@@ -659,6 +744,9 @@ final class RoceQueuePair extends AbstractQueuePair {
 
     /** Moves the send queue back (or forward) to the first unacknowledged PSN (rxe's {@code req_retry}). */
     private void rewind() {
+        if (pacer != null) {
+            pacer.controller().onRetransmit();
+        }
         int mtu = mtuBytes();
         sqPsn = Psn.next(lastAckedPsn);
         sendNext = sendHead;
@@ -748,6 +836,34 @@ final class RoceQueuePair extends AbstractQueuePair {
         }
     }
 
+    /**
+     * A congestion notification packet from the peer (receive thread; the context checked its ICRC): DCQCN's
+     * reaction point cuts this QP's rate (rp_cnp_handled), or, with no controller that reacts, it is counted in
+     * rp_cnp_ignored.
+     */
+    void onCnp(ByteBuffer packet, int sourceIpv4, int sourcePort) {
+        lockWithoutQueueing();
+        try {
+            if (isClosed() || (state != QueuePairState.READY_TO_RECEIVE && state != QueuePairState.READY_TO_SEND
+                && state != QueuePairState.SEND_QUEUE_DRAINED) || sourceIpv4 != remoteIpv4
+                || sourcePort != remotePort) {
+                context.counterSet().increment(Counter.PORT_RCV_ERRORS);
+                return;
+            }
+            if (!RoceSettings.pKeysMatch(inBth.wrap(packet, 0).pKey(), pKey)) {
+                context.counterSet().increment(Counter.BAD_PKEY_CNTR);
+                return;
+            }
+            if (pacer != null && pacer.onCnp(System.nanoTime())) {
+                context.counterSet().increment(Counter.RP_CNP_HANDLED);
+            } else {
+                context.counterSet().increment(Counter.RP_CNP_IGNORED);
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** An ACK, NAK, READ response or atomic ACK (requester side, rxe's completer). */
     private void onResponse(ByteBuffer packet, MemorySegment packetSegment, int length, int opcode) {
         int psn = inBth.psn();
@@ -797,6 +913,9 @@ final class RoceQueuePair extends AbstractQueuePair {
     /** After an acknowledgement moved {@link #lastAckedPsn}: progress bookkeeping, and skip what the peer has. */
     private void afterAcknowledge(int before) {
         if (Psn.compare(lastAckedPsn, before) > 0) {
+            if (pacer != null) {
+                pacer.controller().onAcknowledged(lastAckedPsn, System.nanoTime());
+            }
             onProgress();
             if (Psn.compare(sqPsn, Psn.next(lastAckedPsn)) < 0) {
                 rewind(); // the peer acknowledged beyond where a retry restarted: resume after it
