@@ -481,6 +481,21 @@ final class RoceContext extends AbstractContext {
         return receiveParked;
     }
 
+    /**
+     * Takes the receive lock for a test, which so stands in for a receive thread the host has not scheduled:
+     * datagrams wait in the socket until {@link #releaseReceiveForTest()}. Spins while someone else drains.
+     */
+    void holdReceiveForTest() {
+        while (!tryAcquireReceive()) {
+            Thread.onSpinWait();
+        }
+    }
+
+    /** Gives back the receive lock {@link #holdReceiveForTest()} took. */
+    void releaseReceiveForTest() {
+        releaseReceive();
+    }
+
     private boolean tryAcquireReceive() {
         return rxOwner == 0 && RX_OWNER.compareAndSet(this, 0, 1);
     }
