@@ -27,7 +27,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * for a stray JIT deoptimisation, not for an object per packet or per message (the requester's receive thread
  * used to allocate a lock queue node whenever it met the posting thread at the QP lock). Twice: with the receive
  * threads doing all receiving ({@code JCCL_ROCE_POLL_DRIVEN=0}), and with the responder's completion queue polled
- * by a thread of its own, which then receives ({@code recvmmsg} ring, batches, TOS) and is the one measured.
+ * by a thread of its own, which then receives ({@code recvmmsg} ring, batches, TOS) and is the one measured. A third
+ * run has congestion control at work: every request packet leaves A marked Congestion Experienced (A's socket sets
+ * TOS 0x03), B's notification point answers each with a CNP (interval 0) and A's receive thread handles them
+ * (A's controller is off, so pacing does not slow the run): the notification point and the CNP path allocate
+ * nothing either.
  */
 class RoceAllocationTest {
     @org.junit.jupiter.api.AfterEach
@@ -75,9 +79,27 @@ class RoceAllocationTest {
         run(true);
     }
 
+    @Test
+    void shouldNotAllocatePerPacketWhenEveryPacketGetsACnp() {
+        System.setProperty("jccl.roce.poll.driven", "0");
+        run(false, true);
+    }
+
     private void run(boolean responderPoller) {
+        run(responderPoller, false);
+    }
+
+    private void run(boolean responderPoller, boolean ceMarks) {
         RoceSettings settings = new RoceSettings("127.0.0.1", 0, 256);
         try (Context ca = RoceProvider.device().open(settings); Context cb = RoceProvider.device().open(settings)) {
+            if (ceMarks) {
+                org.junit.jupiter.api.Assumptions.assumeTrue(((RoceContext) cb).reportsTos(),
+                    "FFM sockets unavailable (the NIO fallback reports no TOS)");
+                ((RoceContext) ca).congestion(RoceCongestionSettings.DEFAULT.withMode(CongestionMode.NONE));
+                ((RoceContext) cb).congestion(new RoceCongestionSettings(CongestionMode.DCQCN, 100_000, 0,
+                    RoceCongestionSettings.DEFAULT.targetDelayNs()));
+                ((RoceContext) ca).trafficClass(EcnSource.CE);
+            }
             ProtectionDomain pa = ca.allocateProtectionDomain();
             ProtectionDomain pb = cb.allocateProtectionDomain();
             CompletionQueue qa = ca.createCompletionQueue(64);
@@ -161,6 +183,12 @@ class RoceAllocationTest {
                 }
             }
             long packets = (long) measured * PACKETS_PER_ROUND;
+            if (ceMarks) {
+                long cnps = cb.counters().getOrDefault(io.jccl.verbs.Counter.NP_CNP_SENT, 0L);
+                System.out.println("roce allocation with CE marks: " + cnps + " CNPs sent, "
+                    + ca.counters().getOrDefault(io.jccl.verbs.Counter.RP_CNP_IGNORED, 0L) + " handled by A");
+                assertTrue(cnps >= (long) (warmUp + measured) * 8, cnps + " CNPs: every request packet answered");
+            }
             System.out.println("roce allocation over " + measured + " rounds (" + packets + " packets, "
                 + ((RoceContext) cb).ioKind() + "): posting thread " + posting + " B, requester receive thread "
                 + requester + " B, responder " + (poller != null ? "polling" : "receive") + " thread " + responder
