@@ -6,10 +6,10 @@
 # bottleneck dropped and the CE marks it set, and the roce0 counters (retries, CNPs).
 #
 # roce0's FFM socket reads the IP ECN field of each received packet (recvmmsg with IP_RECVTOS), so the CE marks
-# reach its notification point as they are. FECN_BRIDGE=1 (the default, as the first measurements were taken) also
-# has host 3 copy each CE mark into the BTH's FECN bit on arrival (an nftables rule; the ICRC leaves FECN out, as it
-# leaves out the TOS byte), which the notification point reads as InfiniBand's own congestion mark: the only mark
-# the NIO fallback (JCCL_ROCE_IO=nio, no TOS byte) can see. FECN_BRIDGE=0 leaves the TOS byte alone.
+# reach its notification point as they are (FECN_BRIDGE=0, the default). FECN_BRIDGE=1 also has host 3 copy each CE
+# mark into the BTH's FECN bit on arrival (an nftables rule; the ICRC leaves FECN out, as it leaves out the TOS
+# byte), which the notification point reads as InfiniBand's own congestion mark: the only mark the NIO fallback
+# (JCCL_ROCE_IO=nio, no TOS byte) can see, and how the first measurements were taken.
 #
 #   jccl-transport-roce/scripts/roce-cc-netns.sh            (root; iproute2, nftables; JDK 25)
 #
@@ -32,7 +32,7 @@ RUN_SECONDS="${RUN_SECONDS:-8}"
 ROUNDS="${ROUNDS:-2}"
 MODES="${MODES:-none dcqcn delay}"
 MESSAGE_BYTES="${MESSAGE_BYTES:-65536}"
-FECN_BRIDGE="${FECN_BRIDGE:-1}"
+FECN_BRIDGE="${FECN_BRIDGE:-0}"
 OUTSTANDING="${OUTSTANDING:-4}"
 NETNS="$ROOT/scripts/netns.sh"
 
@@ -65,7 +65,7 @@ table bridge ${P}_ecn {
 }
 NFT
 if [ "$FECN_BRIDGE" = 1 ]; then
-  # the stand-in for IP_RECVTOS (see the top): CE → BTH FECN (bit 7 of byte 4 after the 8-byte UDP header)
+  # the FECN bridge (see the top): CE → BTH FECN (bit 7 of byte 4 after the 8-byte UDP header)
   ip netns exec "$P-h3" nft -f - <<NFT
 table inet ${P}_fecn {
   chain ce2fecn {
