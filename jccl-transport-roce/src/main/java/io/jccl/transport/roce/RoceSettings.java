@@ -118,8 +118,8 @@ public record RoceSettings(String address, int port, int pathMtuBytes, List<Inte
      * The largest IB MTU (256..4096) whose packets, with IPv4, UDP and RoCE headers, fit the MTU of the interface
      * that holds {@code address} (Don't Fragment is set: a larger datagram would be refused); 4096 on loopback
      * (65536) and 9000-byte jumbo frames, 1024 on 1500-byte Ethernet. {@link #DEFAULT_PATH_MTU_BYTES} where the
-     * interface or its MTU cannot be found. On loopback 4096 measured 2.3x the WRITE bandwidth of 1024
-     * (docs/transport-roce.md).
+     * interface or its MTU cannot be found. On loopback 4096 gave more 1 MiB WRITE bandwidth than 1024 in 3 of 4
+     * alternating pairs (docs/transport-roce.md, "Socket I/O").
      */
     static int defaultPathMtuBytes(String address) {
         InetAddress ip = literal(address);
