@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the system tests use (network namespaces, rate limits, loss, mpirun, and
 # python3-torch for the tests against torch.distributed's TCPStore and torchrun, python3-scapy for the RoCEv2
-# ICRC checks).
+# ICRC checks, tshark for the RoCEv2 decode check).
 # Best effort: without root or apt the system tests that need them skip with a message saying why.
 set -u
-packages=(iproute2 nftables openmpi-bin python3-torch python3-scapy)
+packages=(iproute2 nftables openmpi-bin python3-torch python3-scapy tshark)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,20 +1,54 @@
 #!/bin/bash
-# Loopback WRITE bandwidth (1 MiB) and latency (8 B) of roce0 beside tcp0 and a C UDP ping-pong (bench/c/udp_pingpong.c),
-# ROUNDS rounds (default 3), with the load average before each round (docs/transport-roce.md).
-cd "$(dirname "$0")/../.."
-ROUNDS=${1:-3}
+# Loopback WRITE bandwidth (1 MiB) and latency (8 B) of roce0 beside tcp0 and a C UDP ping-pong
+# (bench/c/udp_pingpong.c), ROUNDS rounds (default 5), each round under the shared benchmark lock
+# (/tmp/jccl-bench.lock; JCCL_BENCH_LOCK overrides, "none" runs without) with the load average taken inside it;
+# then the medians and the ratios against the targets of issue 20 (docs/transport-roce.md, "Loopback benchmark").
+# Extra roce0 settings pass through the environment (JCCL_ROCE_IO, JCCL_ROCE_MTU, JCCL_ROCE_POLL_DRIVEN, ...).
+#   jccl-transport-roce/scripts/roce-vs-tcp-bench.sh [ROUNDS]
+cd "$(dirname "$0")/../.." || exit 1
+ROUNDS=${1:-5}
+LOCK=${JCCL_BENCH_LOCK:-/tmp/jccl-bench.lock}
 # Uses the tools as built (./jccl builds them on first use; JCCL_NO_BUILD=1 below skips the staleness check).
-export JCCL_NO_BUILD=1 JCCL_JAVA_OPTS=-Xmx512m JCCL_ROCE_PORT=0
+export JCCL_NO_BUILD=1 JCCL_JAVA_OPTS=${JCCL_JAVA_OPTS:--Xmx512m} JCCL_ROCE_PORT=0
 PINGPONG=${TMPDIR:-/tmp}/jccl-udp-pingpong
 gcc -O2 -pthread -o "$PINGPONG" bench/c/udp_pingpong.c || exit 1
+OUT=$(mktemp)
+trap 'rm -f "$OUT"' EXIT
+
+# perftest result line: bw -> "BW average" column (MiB/s); lat -> "t_min t_typical" columns (us)
+bw() { timeout 120 ./jccl perf write_bw -d "$1" --local -s 1M -n 300 2>&1 | grep -A1 "#bytes" | tail -1 | awk '{print $4}'; }
+lat() { timeout 120 ./jccl perf write_lat -d "$1" --local -s 8 -n 3000 2>&1 | grep -A1 "#bytes" | tail -1 | awk '{print $3, $5}'; }
+
+round() {
+  local load rb tb rl tl cl
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  rb=$(bw roce0); tb=$(bw tcp0)
+  rl=$(lat roce0); tl=$(lat tcp0)
+  cl=$(timeout 60 "$PINGPONG" 8 3000 | awk -F, '{print $4, $5}')
+  echo "$1 $load ${rb:-nan} ${tb:-nan} ${rl:-nan nan} ${tl:-nan nan} ${cl:-nan nan}"
+}
+
+echo "| Round | load (1 min) | roce0 1 MiB WRITE MiB/s | tcp0 1 MiB WRITE MiB/s | roce0/tcp0 | roce0 8 B t_min / t_typical us | tcp0 8 B t_min / t_typical us | C UDP 8 B t_min / t_typical us |"
+echo "|---|---|---|---|---|---|---|---|"
 for i in $(seq "$ROUNDS"); do
-  echo "== round $i load $(cut -d' ' -f1-3 /proc/loadavg)"
-  for dev in roce0 tcp0; do
-    echo "== $dev write_bw 1M run $i"
-    timeout 120 ./jccl perf write_bw -d $dev --local -s 1M -n 300 2>&1 | grep -A1 "#bytes" | tail -1
-    echo "== $dev write_lat 8 run $i"
-    timeout 120 ./jccl perf write_lat -d $dev --local -s 8 -n 3000 2>&1 | grep -A1 "#bytes" | tail -1
-  done
-  echo "== udp_pingpong 8 run $i"
-  timeout 60 "$PINGPONG" 8 3000
+  if [ "$LOCK" = none ]; then line=$(round "$i"); else line=$(flock "$LOCK" bash -c "$(declare -f bw lat round); PINGPONG=$PINGPONG round $i"); fi
+  echo "$line" >> "$OUT"
+  echo "$line" | awk '{printf "| %s | %s | %s | %s | %.2fx | %s / %s | %s / %s | %s / %s |\n", $1, $2, $3, $4, ($4 > 0 ? $3 / $4 : 0), $5, $6, $7, $8, $9, $10}'
 done
+python3 - "$OUT" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+def med(i):
+    v = [float(r[i]) for r in rows if r[i] != "nan"]
+    return statistics.median(v) if v else float("nan")
+ratios = [float(r[2]) / float(r[3]) for r in rows if r[2] != "nan" and r[3] != "nan" and float(r[3]) > 0]
+lat_ratios = [float(r[5]) / float(r[9]) for r in rows if r[5] != "nan" and r[9] != "nan" and float(r[9]) > 0]
+ratio = statistics.median(ratios) if ratios else float("nan")
+lat_ratio = statistics.median(lat_ratios) if lat_ratios else float("nan")
+print(f"| median | {med(1):.2f} | {med(2):.1f} | {med(3):.1f} | {ratio:.2f}x | {med(4):.2f} / {med(5):.2f} | "
+      f"{med(6):.2f} / {med(7):.2f} | {med(8):.2f} / {med(9):.2f} |")
+gbs = med(2) * 1048576 / 1e9
+print(f"targets: 1 MiB WRITE >= 0.6x tcp0: {ratio:.2f}x ({'met' if ratio >= 0.6 else 'not met'}); >= 3 GB/s: "
+      f"{gbs:.2f} GB/s ({'met' if gbs >= 3 else 'not met'}); 8 B t_typical within 1.5x of the C ping-pong: "
+      f"{lat_ratio:.2f}x per round, median ({'met' if lat_ratio <= 1.5 else 'not met'})")
+PY

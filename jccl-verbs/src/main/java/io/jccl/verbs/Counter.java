@@ -56,7 +56,15 @@ public enum Counter {
     /** Go-back-N retransmissions started, by a NAK, a lost response or the ACK timeout (rxe's completer_retry_err). */
     COMPLETER_RETRY_ERR("completer_retry_err"),
     /** Packets dropped because their P_Key is not in the port's table (bad_pkey_cntr of the IB port counters). */
-    BAD_PKEY_CNTR("bad_pkey_cntr");
+    BAD_PKEY_CNTR("bad_pkey_cntr"),
+    /** RoCE packets received with Congestion Experienced in their IP ECN field (mlx5's np_ecn_marked_roce_packets). */
+    NP_ECN_MARKED_ROCE_PACKETS("np_ecn_marked_roce_packets"),
+    /** Congestion notification packets sent as DCQCN's notification point (mlx5's np_cnp_sent). */
+    NP_CNP_SENT("np_cnp_sent"),
+    /** Congestion notification packets that cut a queue pair's rate, DCQCN's reaction point (mlx5's rp_cnp_handled). */
+    RP_CNP_HANDLED("rp_cnp_handled"),
+    /** Congestion notification packets received while no rate controller reacts to them (mlx5's rp_cnp_ignored). */
+    RP_CNP_IGNORED("rp_cnp_ignored");
 
     private final String linuxName;
 

@@ -20,19 +20,25 @@ import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.net.StandardProtocolFamily;
-import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
 import java.nio.channels.ClosedChannelException;
-import java.nio.channels.DatagramChannel;
 import java.util.List;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * A roce context: one UDP socket, bound to a specific IPv4 address, and one receive thread that checks each
- * datagram (known opcode, TVer 0, lengths, default P_Key, ICRC) and hands it to the queue pair its BTH names.
- * Sends go out on the same socket from the thread that posts (or, for ACKs, the receive thread), with Don't
- * Fragment set so that Linux writes IPv4 identification 0, the value the receiver assumes for the ICRC.
+ * A roce context: one UDP socket ({@link UdpIo}: FFM {@code sendmmsg}/{@code recvmmsg} where native access is
+ * granted, a {@code DatagramChannel} otherwise), bound to a specific IPv4 address, and a receive path that checks
+ * each datagram (known opcode, TVer 0, lengths, default P_Key, ICRC) and hands it, with its TOS byte, to the queue
+ * pair its BTH names. Queue pairs build packets in their own {@link TxBatch} and send a batch with one system call
+ * (the thread that posts, or, for ACKs and responses, the thread that received), with Don't Fragment set so that
+ * Linux writes IPv4 identification 0, the value the receiver assumes for the ICRC.
+ *
+ * <p><b>Who receives.</b> The socket is drained by whoever holds the receive lock ({@link #rxOwner}): an
+ * application thread polling a completion queue ({@link #driveFromPoller()}, through {@link RoceQueuePair#progress()})
+ * or the receive thread. While an application thread drove the socket less than {@link #DRIVEN_NS} ago the receive
+ * thread stands by (parks, looks every {@link #STANDBY_TICK_NS}): on a 2-core host a spinning receive thread beside
+ * two spinning pollers made every ping-pong wait for a scheduler time slice (2.6 ms typical). A poller about to park
+ * hands the socket back at once ({@link #pollerParks()}).
  */
 final class RoceContext extends AbstractContext {
     /** Largest inline payload (rxe's max_inline_data). */
@@ -41,11 +47,8 @@ final class RoceContext extends AbstractContext {
     static final long MAX_MESSAGE = (1L << 31) - 1;
     /** IPv4 flags/fragment field of every packet: Don't Fragment, offset 0. */
     static final int DONT_FRAGMENT = 0x4000;
-    /** Receive and send socket buffers: a 128-packet window of 4 KiB packets for many QPs. */
-    private static final int SOCKET_BUFFER_BYTES = 4 << 20;
-
     private final RoceSettings settings;
-    private final DatagramChannel channel;
+    private final UdpIo udp;
     private final int localIpv4;
     private final int localPort;
     private final int receiveBufferBytes;
@@ -82,7 +85,64 @@ final class RoceContext extends AbstractContext {
     private volatile long receiveDrains;
     /** Whether the receive thread is parked on an empty socket. */
     private volatile boolean receiveParked;
-    private final java.nio.channels.Selector selector;
+    /** How long after an application thread last drained the socket the receive thread stays in standby. */
+    static final long DRIVEN_NS = 1_000_000L;
+    /** Longest park of the receive thread in standby (how late it notices a poller that stopped silently). */
+    static final long STANDBY_TICK_NS = 1_000_000L;
+    /**
+     * The two contexts each application thread drove last ({current, previous}). A thread that polls two contexts'
+     * completion queues in turn (a test or a tool with both ends in one process) drives both on every poll: a
+     * datagram for the one it is not polling right now would otherwise wait for a receive thread in standby. A
+     * context that drops out of a thread's two hands its socket back to its receive thread at once. Strong
+     * references, two per thread at most (a closed context's drive returns at once).
+     */
+    private static final ThreadLocal<RoceContext[]> LAST_DRIVEN = ThreadLocal.withInitial(() -> new RoceContext[2]);
+    /** A poll drains the socket only within this long of the last datagram (idle contexts cost no system call). */
+    static final long RECENT_ACTIVITY_NS = 10_000_000L;
+    /** Most receive batches one application poll handles (it returns to its caller after that). */
+    private static final int POLLER_BATCHES = 4;
+    /** The receive lock's holder is an application poller (written and read only by that holder). */
+    private boolean pollerDraining;
+    /** The datagram being handled is a poller's last of its batch: its lone ACK may be held ({@link #holdsAck}). */
+    private boolean ackHoldable;
+    /** Whether a poller may hold a single ACK back for the application's answer (temporary A/B switch). */
+    private static final boolean ACK_HOLD = !"0".equals(io.jccl.common.Config.value("JCCL_ROCE_ACK_HOLD", "1"));
+    /** Whether application polls drain the socket ({@code JCCL_ROCE_POLL_DRIVEN}, default 1; 0 = never). */
+    private final boolean pollDriven;
+    /** Variable that turns application-driven receive off (0) or on (1, the default). */
+    static final String POLL_DRIVEN_ENV = "JCCL_ROCE_POLL_DRIVEN";
+    /** 1 while some thread drains the socket (the receive ring is single-consumer); CAS through {@link #RX_OWNER}. */
+    @SuppressWarnings("unused")
+    private volatile int rxOwner;
+    private static final java.lang.invoke.VarHandle RX_OWNER;
+
+    static {
+        try {
+            RX_OWNER = java.lang.invoke.MethodHandles.lookup().findVarHandle(RoceContext.class, "rxOwner", int.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    /** When an application thread last drained the socket (System.nanoTime; 0 = handed back). */
+    private volatile long lastPollerDriveNs;
+    /** When the last datagram arrived (System.nanoTime; written once per received batch). */
+    private volatile long lastDatagramNs;
+    /** The TOS byte of the last datagram (-1: the socket does not report it); tests read it. */
+    private volatile int lastTos = -1;
+    // I/O statistics (relaxed: diagnostics and tests, never decisions)
+    private final java.util.concurrent.atomic.AtomicLong sendCalls = new java.util.concurrent.atomic.AtomicLong();
+    private long receiveCalls;
+    private long receiveWaits;
+    private long pollerDrives;
+    /** IP TOS byte of every packet sent: DSCP 0, ECN-Capable Transport 0, so a switch marks rather than drops. */
+    static final int SEND_TOS = EcnSource.ECT_0;
+    /** Congestion control of the QPs this context creates from now on (tests change it). */
+    private volatile RoceCongestionSettings congestion;
+    /** A test's stand-in for the TOS byte the socket reports (null: the socket's; see {@link EcnSource}). */
+    private volatile EcnSource ecnSource;
+    /** DCQCN's notification point: CNPs for Congestion Experienced arrivals (whoever holds the receive lock). */
+    private final NotificationPoint notificationPoint;
 
     /** Decides whether a packet about to be sent is lost instead (loss injection in tests). */
     interface PacketFilter {
@@ -90,40 +150,28 @@ final class RoceContext extends AbstractContext {
         boolean drop(ByteBuffer packet, int length);
     }
 
-    // Receive thread only.
-    private final ByteBuffer rx = ByteBuffer.allocateDirect(64 << 10);
-    private final MemorySegment rxSegment = MemorySegment.ofBuffer(rx);
+    // Whoever holds the receive lock.
+    private final RxRing ring = new RxRing(RxRing.DEFAULT_CAPACITY);
     private final BthFlyweight rxBth = new BthFlyweight();
     private final Icrc rxIcrc = new Icrc();
-    private InetSocketAddress lastSender;
-    private int lastSenderIpv4;
 
     RoceContext(RoceDevice device, RoceSettings settings) {
         super(device);
         this.settings = settings;
         InetAddress address = settings.inetAddress();
         try {
-            channel = DatagramChannel.open(StandardProtocolFamily.INET);
-            channel.setOption(jdk.net.ExtendedSocketOptions.IP_DONTFRAGMENT, true);
-            channel.setOption(StandardSocketOptions.SO_RCVBUF, SOCKET_BUFFER_BYTES);
-            channel.setOption(StandardSocketOptions.SO_SNDBUF, SOCKET_BUFFER_BYTES);
-            channel.bind(new InetSocketAddress(address, settings.port()));
-            // non-blocking: the receive thread polls, then parks in the selector (never sleeps inside receive)
-            channel.configureBlocking(false);
-            selector = java.nio.channels.Selector.open();
-            channel.register(selector, java.nio.channels.SelectionKey.OP_READ);
+            udp = UdpIo.open(address, settings.port());
+            udp.trafficClass(SEND_TOS); // ECT(0) on every packet: Linux keeps the ECN bits a UDP sender sets
+        } catch (IllegalArgumentException e) {
+            counterSet().close();
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, "roce0: " + e.getMessage(), e);
         } catch (IOException | RuntimeException e) {
             counterSet().close();
             throw new VerbsException(VerbsException.Reason.SYSTEM, "roce0: cannot bind UDP " + settings.address()
                 + ":" + settings.port() + " (" + e + "); set JCCL_ROCE_PORT to a free port, or 0 for any", e);
         }
-        try {
-            localPort = ((InetSocketAddress) channel.getLocalAddress()).getPort();
-            receiveBufferBytes = channel.getOption(StandardSocketOptions.SO_RCVBUF); // what the kernel granted
-        } catch (IOException e) {
-            closeQuietly();
-            throw new VerbsException(VerbsException.Reason.SYSTEM, "roce0: " + e, e);
-        }
+        localPort = udp.localPort();
+        receiveBufferBytes = udp.receiveBufferBytes();
         localIpv4 = ipv4(address);
         addressText = settings.address() + ":" + localPort;
         PathMtu mtu = pathMtu(settings.pathMtuBytes());
@@ -138,7 +186,21 @@ final class RoceContext extends AbstractContext {
                 + " outside 0..1000000");
         }
         receiveSpinNs = spinUs * 1000;
+        long driven = io.jccl.common.Config.longValue(POLL_DRIVEN_ENV, 1);
+        if (driven != 0 && driven != 1) {
+            closeQuietly();
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, POLL_DRIVEN_ENV + "=" + driven
+                + ": use 1 (application polls receive) or 0 (only the receive thread)");
+        }
+        pollDriven = driven == 1;
         pKeys = settings.pKeys().stream().mapToInt(Integer::intValue).toArray();
+        try {
+            congestion = RoceCongestionSettings.fromConfig();
+        } catch (IllegalArgumentException e) {
+            closeQuietly();
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, "roce0: " + e.getMessage(), e);
+        }
+        notificationPoint = new NotificationPoint(this);
         receiver = Thread.ofPlatform().daemon().name("jccl-roce-rx-" + localPort).start(this::receiveLoop);
         timer = Thread.ofPlatform().daemon().name("jccl-roce-timer-" + localPort).start(this::timerLoop);
     }
@@ -216,6 +278,24 @@ final class RoceContext extends AbstractContext {
         dropFilter = filter;
     }
 
+    /** Congestion control settings for QPs that enter RTS from now on. */
+    RoceCongestionSettings congestion() {
+        return congestion;
+    }
+
+    /** Replaces the congestion control settings for QPs that enter RTS from now on (tests). */
+    void congestion(RoceCongestionSettings settings) {
+        congestion = settings;
+    }
+
+    /**
+     * Installs a test's answer for each datagram's TOS byte in place of the socket's (null: the socket's again, which
+     * is the FFM path's {@code IP_RECVTOS} byte, or unknown on the NIO fallback).
+     */
+    void ecnSource(EcnSource source) {
+        ecnSource = source;
+    }
+
     /** Lets the timer thread serve {@code qp}'s ACK and RNR timers. */
     synchronized void addTimed(RoceQueuePair qp) {
         for (RoceQueuePair q : timed) {
@@ -281,32 +361,111 @@ final class RoceContext extends AbstractContext {
         return settings.pathMtuBytes();
     }
 
+    /** A batch for a queue pair's packets, its slots sized for this port's MTU. */
+    TxBatch newTxBatch() {
+        return new TxBatch(TxBatch.DEFAULT_CAPACITY, settings.pathMtuBytes());
+    }
+
     /**
-     * Sends {@code packet}'s bytes 0..length (ICRC already in place) to {@code to}. Thread-safe (the channel is).
+     * The packet in {@code batch}'s current slot (bytes 0..length, ICRC in place) joins the batch, unless the
+     * loss-injection filter drops it. Sent by the next {@link #flush}.
+     */
+    void queue(TxBatch batch, int length) {
+        PacketFilter filter = dropFilter;
+        if (filter != null && filter.drop(batch.buffer(), length)) {
+            return; // lost on the way (tests)
+        }
+        batch.commit(length);
+        counterSet().increment(Counter.PORT_XMIT_PACKETS);
+        counterSet().increment(Counter.SENT_PKTS);
+        counterSet().add(Counter.PORT_XMIT_DATA, length); // bytes, as every JCCL data counter
+    }
+
+    /**
+     * Sends the packets of {@code batch} to {@code to} (FFM: one {@code sendmmsg} for all of them while the send
+     * buffer has room) and empties it. Thread-safe across batches; a batch is its queue pair's (under its lock).
+     *
+     * @throws IOException when the socket fails
+     */
+    void flush(TxBatch batch, InetSocketAddress to, int toIpv4, int toPort) throws IOException {
+        if (batch.count() == 0) {
+            return;
+        }
+        try {
+            sendCalls.addAndGet(udp.send(batch, to, toIpv4, toPort));
+        } finally {
+            batch.clear();
+        }
+    }
+
+    /**
+     * Sends {@code packet}'s bytes 0..length (ICRC already in place) to {@code to} at once, through the drop
+     * filter: a raw datagram (tests send mutated packets from a context's own socket this way).
      *
      * @throws IOException when the socket fails
      */
     void send(ByteBuffer packet, int length, InetSocketAddress to) throws IOException {
         PacketFilter filter = dropFilter;
         if (filter != null && filter.drop(packet, length)) {
-            return; // lost on the way (tests)
+            return;
         }
-        packet.limit(length).position(0);
-        try {
-            // non-blocking: 0 when the send buffer is full; the datagram waits for room rather than being lost
-            for (int tries = 0; channel.send(packet, to) == 0; tries++) {
-                if (tries < 64) {
-                    Thread.onSpinWait();
-                } else {
-                    Thread.yield();
-                }
-            }
-        } finally {
-            packet.clear(); // flyweights use absolute indexes, which must stay below the limit
-        }
+        udp.sendOne(packet, length, to);
+        sendCalls.incrementAndGet();
         counterSet().increment(Counter.PORT_XMIT_PACKETS);
         counterSet().increment(Counter.SENT_PKTS);
-        counterSet().add(Counter.PORT_XMIT_DATA, length); // bytes, as every JCCL data counter
+        counterSet().add(Counter.PORT_XMIT_DATA, length);
+    }
+
+    /**
+     * Sets the TOS byte of every packet this context sends ({@code IP_TOS}: DSCP in the high six bits, ECN in the
+     * low two; ECT(0) is 0x02).
+     *
+     * @throws VerbsException when the socket refuses it
+     */
+    void trafficClass(int tos) {
+        if (tos < 0 || tos > 255) {
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, "roce0: TOS " + tos + " outside 0..255");
+        }
+        try {
+            udp.trafficClass(tos);
+        } catch (IOException e) {
+            throw new VerbsException(VerbsException.Reason.SYSTEM, "roce0: cannot set IP_TOS " + tos + ": " + e, e);
+        }
+    }
+
+    /** Which socket implementation this context uses: "ffm" or "nio". */
+    String ioKind() {
+        return udp.kind();
+    }
+
+    /** Whether received packets come with their TOS byte ({@link RoceQueuePair#onPacket}'s {@code tos} is not -1). */
+    boolean reportsTos() {
+        return udp.reportsTos();
+    }
+
+    /** The TOS byte of the last datagram received (-1 when the socket does not report it). */
+    int lastTos() {
+        return lastTos;
+    }
+
+    /** Send system calls so far (sendmmsg or send). */
+    long sendSystemCalls() {
+        return sendCalls.get();
+    }
+
+    /** Receive system calls that returned datagrams so far (recvmmsg or receive). */
+    long receiveSystemCalls() {
+        return receiveCalls;
+    }
+
+    /** Times the receive thread waited in poll/select on an empty socket. */
+    long receiveWaits() {
+        return receiveWaits;
+    }
+
+    /** Times an application poll drained the socket (found it non-empty or empty). */
+    long pollerDrives() {
+        return pollerDrives;
     }
 
     /**
@@ -322,19 +481,201 @@ final class RoceContext extends AbstractContext {
         return receiveParked;
     }
 
-    /** Polls the socket; spins {@link #receiveSpinNs} after the last datagram, then parks in the selector. */
+    /**
+     * Takes the receive lock for a test, which so stands in for a receive thread the host has not scheduled:
+     * datagrams wait in the socket until {@link #releaseReceiveForTest()}. Spins while someone else drains.
+     */
+    void holdReceiveForTest() {
+        while (!tryAcquireReceive()) {
+            Thread.onSpinWait();
+        }
+    }
+
+    /** Gives back the receive lock {@link #holdReceiveForTest()} took. */
+    void releaseReceiveForTest() {
+        releaseReceive();
+    }
+
+    private boolean tryAcquireReceive() {
+        return rxOwner == 0 && RX_OWNER.compareAndSet(this, 0, 1);
+    }
+
+    private void releaseReceive() {
+        RX_OWNER.setRelease(this, 0);
+    }
+
+    /**
+     * Handles up to {@code maxBatches} receive batches; returns the datagrams handled. Must hold the receive lock.
+     * Each time it finds the socket empty it counts a drain ({@link #receiveDrains()}).
+     */
+    private int drainSocket(int maxBatches) throws IOException {
+        int total = 0;
+        for (int b = 0; b < maxBatches; b++) {
+            int n = udp.receive(ring);
+            if (n == 0) {
+                receiveDrains++; // only the receive lock's holder writes it
+                return total;
+            }
+            receiveCalls++;
+            lastDatagramNs = System.nanoTime();
+            flushHeldAcks(); // more arrived: an ACK held from the last batch waits no longer (a stream's window)
+            for (int i = 0; i < n; i++) {
+                ackHoldable = pollerDraining && i == n - 1; // the last datagram before the poller returns
+                try {
+                    onDatagram(ring.buffer(i), ring.segment(i), ring.truncated[i] ? -1 : ring.lengths[i],
+                        ring.sourceIpv4s[i], ring.sourcePorts[i], ring.tosBytes[i]);
+                } catch (RuntimeException e) {
+                    counterSet().increment(Counter.PORT_RCV_ERRORS);
+                    receiveFailures++;
+                    Log.get().warn(-1, Log.Subsys.NET, "roce0: receive failed: " + e);
+                }
+            }
+            total += n;
+        }
+        return total;
+    }
+
+    /**
+     * An application thread polls (a completion queue's progress): it drains the socket itself when the context saw
+     * traffic recently and nobody else is draining, and the receive thread stands by meanwhile.
+     *
+     * @return datagrams handled
+     */
+    int driveFromPoller() {
+        if (!pollDriven || closing) {
+            return 0;
+        }
+        RoceContext[] last = LAST_DRIVEN.get();
+        if (last[0] != this) {
+            RoceContext dropped = last[1];
+            last[1] = last[0];
+            last[0] = this;
+            if (dropped != null && dropped != this) {
+                dropped.pollerParks();
+            }
+        }
+        RoceContext other = last[1];
+        return drainAsPoller() + (other != null && other != this ? other.drainAsPoller() : 0);
+    }
+
+    /**
+     * Whether the packets a received datagram caused may wait in {@code batch} for the QP's next flush instead of
+     * going out now: only a single plain ACK, only on a polling application thread, only for the last datagram of
+     * a receive batch (an ACK within a stream goes out before the next batch is handled). That thread returns to the
+     * application, which often answers at once (a ping-pong): the ACK then leaves in the same {@code sendmmsg} as the
+     * answer, or at the thread's next poll, or, if it stops polling, from the receive thread within a standby tick.
+     * One system call less per message each way. The peer's ACK timer is 32 ms or more.
+     */
+    boolean holdsAck(TxBatch batch) {
+        return ACK_HOLD && ackHoldable && batch.count() == 1
+            && (batch.buffer(0).get(0) & 0xFF) == RoceOpcode.ACKNOWLEDGE;
+    }
+
+    /** A queue pair now holds an ACK (after setting its own flag, so that a flush that sees this sees that). */
+    void ackWasHeld() {
+        anyAckHeld = true;
+    }
+
+    /** A queue pair held an ACK back ({@link #holdsAck}): set before its flag, so a flush never misses it. */
+    private volatile boolean anyAckHeld;
+
+    /**
+     * Sends the ACKs queue pairs hold: at the start of each poller's drive (an ACK held since the last poll, the
+     * application did not answer with a post of its own), when a poller parks, and on the receive thread before it
+     * waits and after each standby tick.
+     */
+    private void flushHeldAcks() {
+        if (!anyAckHeld || closing) {
+            return;
+        }
+        anyAckHeld = false;
+        for (RoceQueuePair qp : timed) {
+            if (qp.ackHeld()) {
+                qp.flushHeldAck();
+            }
+        }
+    }
+
+    private int drainAsPoller() {
+        if (closing) {
+            return 0;
+        }
+        flushHeldAcks();
+        long now = System.nanoTime();
+        if (now - lastDatagramNs > RECENT_ACTIVITY_NS || !tryAcquireReceive()) {
+            return 0;
+        }
+        try {
+            if (closing) {
+                return 0;
+            }
+            lastPollerDriveNs = now == 0 ? 1 : now;
+            pollerDrives++;
+            pollerDraining = true;
+            try {
+                return drainSocket(POLLER_BATCHES);
+            } finally {
+                pollerDraining = false;
+            }
+        } catch (IOException e) {
+            if (!closing) {
+                counterSet().increment(Counter.PORT_RCV_ERRORS);
+                Log.get().warn(-1, Log.Subsys.NET, "roce0: receive failed: " + e);
+            }
+            return 0;
+        } finally {
+            releaseReceive();
+        }
+    }
+
+    /** The application's poller is about to park: the receive thread takes the socket back at once. */
+    void pollerParks() {
+        flushHeldAcks();
+        if (lastPollerDriveNs != 0) {
+            lastPollerDriveNs = 0;
+            LockSupport.unpark(receiver);
+        }
+    }
+
+    /**
+     * The receive thread: stands by while application polls drive the socket; otherwise drains it, spins
+     * {@link #receiveSpinNs} after the last datagram, then waits in poll/select.
+     */
     private void receiveLoop() {
         long idleSinceNs = 0;
         while (!closing) {
             try {
-                rx.clear();
-                InetSocketAddress from = (InetSocketAddress) channel.receive(rx);
-                if (from != null) {
+                long driven = lastPollerDriveNs;
+                if (driven != 0 && System.nanoTime() - driven < DRIVEN_NS) {
+                    // standby: no spinning, no wake-up per datagram; a hand-over unparks it
+                    LockSupport.parkNanos(this, STANDBY_TICK_NS);
+                    flushHeldAcks();
+                    if (tryAcquireReceive()) { // a poller that stalls leaves at most a tick's datagrams waiting
+                        try {
+                            if (!closing) {
+                                drainSocket(Integer.MAX_VALUE);
+                            }
+                        } finally {
+                            releaseReceive();
+                        }
+                    }
                     idleSinceNs = 0;
-                    onDatagram(from, rx.position());
                     continue;
                 }
-                receiveDrains++; // only this thread writes it
+                if (!tryAcquireReceive()) {
+                    Thread.onSpinWait(); // a poller is draining right now
+                    continue;
+                }
+                int n;
+                try {
+                    n = closing ? 0 : drainSocket(Integer.MAX_VALUE);
+                } finally {
+                    releaseReceive();
+                }
+                if (n > 0) {
+                    idleSinceNs = 0;
+                    continue;
+                }
                 long now = System.nanoTime();
                 if (idleSinceNs == 0) {
                     idleSinceNs = now;
@@ -343,10 +684,11 @@ final class RoceContext extends AbstractContext {
                     Thread.onSpinWait();
                     continue;
                 }
+                flushHeldAcks();
                 receiveParked = true;
                 try {
-                    // the key stays in the selected set (never cleared), so selecting allocates no set entry
-                    selector.select(RECEIVE_PARK_MS);
+                    receiveWaits++;
+                    udp.await((int) RECEIVE_PARK_MS);
                 } finally {
                     receiveParked = false;
                 }
@@ -365,25 +707,23 @@ final class RoceContext extends AbstractContext {
     }
 
     /** Checks one datagram and dispatches it; anything malformed is dropped and counted, never thrown. */
-    private void onDatagram(InetSocketAddress from, int length) {
+    private void onDatagram(ByteBuffer rx, MemorySegment rxSegment, int length, int sourceIpv4, int sourcePort,
+                            int tos) {
         counterSet().increment(Counter.PORT_RCV_PACKETS);
-        counterSet().add(Counter.PORT_RCV_DATA, length);
-        if (length < BthFlyweight.LENGTH + RoceOpcode.ICRC_LENGTH) {
+        if (length < BthFlyweight.LENGTH + RoceOpcode.ICRC_LENGTH) { // -1: longer than a ring slot
             counterSet().increment(Counter.PORT_RCV_ERRORS);
             return;
         }
         BthFlyweight bth = rxBth.wrap(rx, 0);
         int opcode = bth.opcode();
-        if (!RoceOpcode.isKnown(opcode) || opcode == RoceOpcode.CNP || bth.transportVersion() != 0
+        if (!RoceOpcode.isKnown(opcode) || bth.transportVersion() != 0
             || length < RoceOpcode.headerLength(opcode) + bth.padCount() + RoceOpcode.ICRC_LENGTH) {
             counterSet().increment(Counter.PORT_RCV_ERRORS);
             return;
         }
-        if (from != lastSender) { // the JDK reuses the sender object while the sender stays the same
-            lastSender = from;
-            lastSenderIpv4 = ipv4(from.getAddress());
-        }
-        int expected = rxIcrc.computeIpv4(lastSenderIpv4, localIpv4, 0, DONT_FRAGMENT, from.getPort(), localPort,
+        counterSet().add(Counter.PORT_RCV_DATA, length);
+        lastTos = tos;
+        int expected = rxIcrc.computeIpv4(sourceIpv4, localIpv4, 0, DONT_FRAGMENT, sourcePort, localPort,
             rx, 0, length);
         if (expected != Icrc.get(rx, 0, length)) {
             counterSet().increment(Counter.PORT_RCV_ERRORS);
@@ -395,14 +735,26 @@ final class RoceContext extends AbstractContext {
             return;
         }
         counterSet().increment(Counter.RCVD_PKTS);
-        roce.onPacket(rx, rxSegment, length, from);
+        if (opcode == RoceOpcode.CNP) {
+            roce.onCnp(rx, sourceIpv4, sourcePort); // reaction point
+            return;
+        }
+        EcnSource override = ecnSource;
+        if (override != null) {
+            tos = override.tos(rx, length);
+        }
+        boolean fecn = bth.fecn();
+        if (fecn || EcnSource.congestionExperienced(tos)) {
+            notificationPoint.onArrival(tos, fecn, roce, sourceIpv4, sourcePort, System.nanoTime());
+        }
+        roce.onPacket(rx, rxSegment, length, sourceIpv4, sourcePort, tos);
     }
 
     @Override
     protected void closeProvider() {
         closing = true;
         LockSupport.unpark(timer);
-        closeQuietly();
+        LockSupport.unpark(receiver);
         if (Thread.currentThread() != receiver) {
             try {
                 receiver.join();
@@ -411,16 +763,21 @@ final class RoceContext extends AbstractContext {
                 Thread.currentThread().interrupt();
             }
         }
+        // a poller may be draining: close the descriptor only once nobody can use it (it could be reused)
+        while (Thread.currentThread() != receiver && !tryAcquireReceive()) {
+            Thread.onSpinWait();
+        }
+        closeQuietly();
     }
 
     private void closeQuietly() {
-        try {
-            if (selector != null) {
-                selector.close();
-            }
-            channel.close();
-        } catch (IOException ignored) {
-            // closing: nothing left to do with the socket
-        }
+        udp.close();
+    }
+
+    /** "ffm"/"nio", the port and the I/O statistics (diagnostics). */
+    @Override
+    public String toString() {
+        return "roce0 " + addressText + " (" + udp.kind() + ", " + sendCalls.get() + " send calls, " + receiveCalls
+            + " receive calls, " + receiveWaits + " waits, " + pollerDrives + " poller drives)";
     }
 }

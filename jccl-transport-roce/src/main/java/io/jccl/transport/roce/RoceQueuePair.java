@@ -73,8 +73,13 @@ final class RoceQueuePair extends AbstractQueuePair {
     private static final VarHandle LONG = ValueLayout.JAVA_LONG.varHandle();
 
     private final RoceContext roce;
-    private final ByteBuffer tx = ByteBuffer.allocateDirect(MessageSegmenter.MAX_MTU + 64);
-    private final MemorySegment txSegment = MemorySegment.ofBuffer(tx);
+    /** Packets built and not sent yet; sent when full and before the lock is released ({@link #flushTx()}). */
+    private final TxBatch txBatch;
+    /** The batch holds one ACK a polling thread queued and left for the next flush ({@link #onPacket}). */
+    private volatile boolean ackHeld;
+    /** The batch slot the next packet is built in (moves on as each packet is queued). */
+    private ByteBuffer tx;
+    private MemorySegment txSegment;
     private final BthFlyweight bth = new BthFlyweight();
     private final RethFlyweight reth = new RethFlyweight();
     private final ImmDtFlyweight immDt = new ImmDtFlyweight();
@@ -130,6 +135,12 @@ final class RoceQueuePair extends AbstractQueuePair {
     private static final long EXPIRY_RECHECK_NS = 1_000_000L;
     /** When an RNR wait ends and the send queue resumes, 0 when not waiting. */
     private volatile long rnrDeadlineNs;
+    /** Paces requests at the congestion controller's rate (null: JCCL_ROCE_CC=none); set on entering RTS. */
+    private TokenBucketPacer pacer;
+    /** When the pacer lets the next request out and the timer thread resumes the send queue, 0 when not paced. */
+    private volatile long paceDeadlineNs;
+    /** When this QP's notification point last sent a CNP to its peer (receive thread only; 0 = never). */
+    long lastCnpNs;
 
     // ------------------------------------------------------------------ responder
     private int msn;
@@ -148,6 +159,9 @@ final class RoceQueuePair extends AbstractQueuePair {
     RoceQueuePair(RoceProtectionDomain domain, RoceContext context, QueuePairInitAttributes init) {
         super(domain, init);
         this.roce = context;
+        this.txBatch = context.newTxBatch();
+        this.tx = txBatch.buffer();
+        this.txSegment = txBatch.segment();
         this.messageLastPsn = new int[init.maxSendWorkRequests()];
         java.util.Arrays.fill(atomicPsn, -1);
     }
@@ -184,6 +198,31 @@ final class RoceQueuePair extends AbstractQueuePair {
     /** The P_Key this QP sends with and accepts. */
     int pKey() {
         return pKey;
+    }
+
+    /** The peer's socket address, null before RTR (read by the notification point without the lock). */
+    InetSocketAddress remoteSocket() {
+        return remoteSocket;
+    }
+
+    /** The peer's IPv4 address as an int. */
+    int remoteIpv4() {
+        return remoteIpv4;
+    }
+
+    /** The peer's UDP port. */
+    int remotePort() {
+        return remotePort;
+    }
+
+    /** The peer's queue pair number (dest_qp_num). */
+    int peerQpNumber() {
+        return destQpNumber;
+    }
+
+    /** The pacer of this QP, null when congestion control is off or the QP has not reached RTS (tests). */
+    TokenBucketPacer pacer() {
+        return pacer;
     }
 
     boolean isClosedForInput() {
@@ -239,6 +278,7 @@ final class RoceQueuePair extends AbstractQueuePair {
             int fit = roce.receiveBufferBytes() / (4 * (mtuBytes() + 1024));
             windowPsns = Math.clamp(fit, 2, WINDOW_PSNS);
             ackEveryPsns = Math.min(ACK_EVERY_PSNS, windowPsns / 2);
+            pacer = roce.congestion().newPacer(System.nanoTime());
             roce.addTimed(this);
         }
         if (to == QueuePairState.READY_TO_SEND && from == QueuePairState.SEND_QUEUE_DRAINED) {
@@ -254,6 +294,9 @@ final class RoceQueuePair extends AbstractQueuePair {
             atomicNext = 0;
             retransmitDeadlineNs = 0;
             rnrDeadlineNs = 0;
+            paceDeadlineNs = 0;
+            pacer = null;
+            lastCnpNs = 0;
             startedRetry = false;
             expiryDrains = -1;
         }
@@ -261,7 +304,21 @@ final class RoceQueuePair extends AbstractQueuePair {
 
     @Override
     public int progress() {
-        return 0; // the context's receive and timer threads and the posting thread do all the work
+        // a polling application thread receives for the whole context (RoceContext, "Who receives"); null while
+        // the superclass constructor has attached this QP to its CQ and ours has not run yet
+        RoceContext context = roce;
+        if (context == null) {
+            return 0;
+        }
+        return context.driveFromPoller();
+    }
+
+    @Override
+    public void pollerParks() {
+        RoceContext context = roce;
+        if (context != null) {
+            context.pollerParks();
+        }
     }
 
     @Override
@@ -296,6 +353,14 @@ final class RoceQueuePair extends AbstractQueuePair {
 
     /** Sends what the window, max_rd_atomic, fences and an RNR wait allow (must hold the lock). */
     private void transmit() {
+        try {
+            transmitQueued();
+        } finally {
+            flushTx();
+        }
+    }
+
+    private void transmitQueued() {
         if (rnrDeadlineNs != 0) {
             return; // the timer thread resumes the queue when the RNR wait ends
         }
@@ -330,6 +395,9 @@ final class RoceQueuePair extends AbstractQueuePair {
                 return; // an ACK reopens the window
             }
             if (readAtomic) {
+                if (!paced(RoceOpcode.packetLength(RoceOpcode.RDMA_READ_REQUEST, 0))) {
+                    return; // the timer thread resumes when the pacer allows
+                }
                 if (!sendReadOrAtomic(slot, mtu)) {
                     return;
                 }
@@ -345,6 +413,9 @@ final class RoceQueuePair extends AbstractQueuePair {
                 boolean last = slot.progress + payload == slot.length;
                 int opcode = MessageSegmenter.opcode(operation, first, last);
                 boolean ackRequest = last || Psn.distance(lastAckedPsn, sqPsn) % ackEveryPsns == 0;
+                if (!paced(RoceOpcode.packetLength(opcode, payload))) {
+                    return;
+                }
                 if (!sendRequest(slot, opcode, payload, ackRequest)) {
                     return;
                 }
@@ -356,6 +427,25 @@ final class RoceQueuePair extends AbstractQueuePair {
                 advanceSendPsn(Psn.next(sqPsn));
             }
         }
+    }
+
+    /**
+     * Whether the pacer lets a request packet of {@code length} bytes out now; if not, arms the timer thread to
+     * call {@link #transmit()} again when it will (must hold the lock).
+     */
+    private boolean paced(int length) {
+        if (pacer == null || pacer.controller().atLineRate()) {
+            return true; // nothing to pace until a congestion signal: not even a clock read per packet
+        }
+        long now = System.nanoTime();
+        long waitNs = pacer.delayNs(now, length);
+        if (waitNs == 0) {
+            return true;
+        }
+        long deadline = now + waitNs;
+        paceDeadlineNs = deadline == 0 ? 1 : deadline;
+        roce.timerArmed(deadline);
+        return false;
     }
 
     /**
@@ -465,23 +555,62 @@ final class RoceQueuePair extends AbstractQueuePair {
         return transmitPacket(length, true);
     }
 
-    /** Puts the ICRC on the packet in {@link #tx} and sends it; a request arms the local ACK timer if it is off. */
+    /**
+     * Puts the ICRC on the packet in {@link #tx} and queues it in the batch (sent when the batch is full or the
+     * lock is about to be released); a request arms the local ACK timer if it is off.
+     */
     private boolean transmitPacket(int length, boolean request) {
         int value = icrc.computeIpv4(roce.localIpv4(), remoteIpv4, 0, RoceContext.DONT_FRAGMENT, roce.localPort(),
             remotePort, tx, 0, length);
         Icrc.put(tx, 0, length, value);
+        if (request && pacer != null && bth.wrap(tx, 0).ackRequest()) {
+            pacer.controller().onAckRequested(bth.psn(), System.nanoTime()); // an RTT sample for the delay mode
+        }
+        roce.queue(txBatch, length);
+        if (txBatch.isFull() && !flushTx()) {
+            return false;
+        }
+        tx = txBatch.buffer();
+        txSegment = txBatch.segment();
+        if (request && retransmitDeadlineNs == 0 && timeout != 0) {
+            armRetransmitTimer();
+        }
+        return true;
+    }
+
+    /** Sends an ACK held back by {@link #onPacket} (takes the lock; a cheap volatile check when none is). */
+    void flushHeldAck() {
+        if (!ackHeld) {
+            return;
+        }
+        lockWithoutQueueing();
         try {
-            roce.send(tx, length, remoteSocket);
+            flushTx();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Whether an ACK is held back (the receive thread sends it when no poller does). */
+    boolean ackHeld() {
+        return ackHeld;
+    }
+
+    /** Sends the queued packets (must hold the lock; before releasing it, whoever queued). */
+    private boolean flushTx() {
+        ackHeld = false;
+        try {
+            roce.flush(txBatch, remoteSocket, remoteIpv4, remotePort);
+            return true;
         } catch (IOException e) {
             Log.get().warn(-1, Log.Subsys.NET, "roce0: QP 0x" + Integer.toHexString(queuePairNumber)
                 + ": send failed: " + e);
             enterError("send failed: " + e.getMessage());
             return false;
+        } finally {
+            tx = txBatch.buffer();
+            txSegment = txBatch.segment();
         }
-        if (request && retransmitDeadlineNs == 0 && timeout != 0) {
-            armRetransmitTimer();
-        }
-        return true;
     }
 
     private void armRetransmitTimer() {
@@ -505,6 +634,28 @@ final class RoceQueuePair extends AbstractQueuePair {
      * @return the earliest deadline still pending, 0 when none
      */
     long onTimer(long nowNs) {
+        long pace = paceDeadlineNs;
+        if (pace != 0 && nowNs - pace >= 0) {
+            lockWithoutQueueing();
+            try {
+                if (paceDeadlineNs != 0 && nowNs - paceDeadlineNs >= 0) {
+                    paceDeadlineNs = 0;
+                    if (!isClosed() && (state == QueuePairState.READY_TO_SEND
+                        || state == QueuePairState.SEND_QUEUE_DRAINED)) {
+                        transmit();
+                    }
+                }
+            } finally {
+                lock.unlock();
+            }
+        }
+        long next = earliestDeadline(nowNs);
+        pace = paceDeadlineNs; // after: a go-back-N or RNR resume may have been paced
+        return pace == 0 ? next : next == 0 || pace - next < 0 ? pace : next;
+    }
+
+    /** The RNR wait and the local ACK timer: fires them when due, returns the earliest still pending (0: none). */
+    private long earliestDeadline(long nowNs) {
         long rnr = rnrDeadlineNs;
         long retransmit = retransmitDeadlineNs;
         if ((rnr != 0 && nowNs - rnr >= 0) || (retransmit != 0 && nowNs - retransmit >= 0)) {
@@ -515,6 +666,7 @@ final class RoceQueuePair extends AbstractQueuePair {
                     fire(nowNs);
                 }
             } finally {
+                flushTx();
                 lock.unlock();
             }
             rnr = rnrDeadlineNs;
@@ -592,6 +744,9 @@ final class RoceQueuePair extends AbstractQueuePair {
 
     /** Moves the send queue back (or forward) to the first unacknowledged PSN (rxe's {@code req_retry}). */
     private void rewind() {
+        if (pacer != null) {
+            pacer.controller().onRetransmit();
+        }
         int mtu = mtuBytes();
         sqPsn = Psn.next(lastAckedPsn);
         sendNext = sendHead;
@@ -641,12 +796,18 @@ final class RoceQueuePair extends AbstractQueuePair {
         }
     }
 
-    /** One checked datagram for this QP (receive thread): a request for the responder or a response. */
-    void onPacket(ByteBuffer packet, MemorySegment packetSegment, int length, InetSocketAddress from) {
+    /**
+     * One checked datagram for this QP (the thread that drains the context's socket): a request for the responder
+     * or a response. {@code tos} is the packet's IPv4 TOS byte (ECN in its low two bits; -1 where the socket does
+     * not report it, {@link RoceContext#reportsTos()}).
+     */
+    void onPacket(ByteBuffer packet, MemorySegment packetSegment, int length, int sourceIpv4, int sourcePort,
+                  int tos) {
         lockWithoutQueueing();
         try {
             if (isClosed() || (state != QueuePairState.READY_TO_RECEIVE && state != QueuePairState.READY_TO_SEND
-                && state != QueuePairState.SEND_QUEUE_DRAINED) || !from.equals(remoteSocket)) {
+                && state != QueuePairState.SEND_QUEUE_DRAINED) || sourceIpv4 != remoteIpv4
+                || sourcePort != remotePort) {
                 context.counterSet().increment(Counter.PORT_RCV_ERRORS);
                 return;
             }
@@ -663,6 +824,40 @@ final class RoceQueuePair extends AbstractQueuePair {
                 onResponse(packet, packetSegment, length, opcode);
             } else {
                 context.counterSet().increment(Counter.PORT_RCV_ERRORS);
+            }
+        } finally {
+            if (roce.holdsAck(txBatch)) {
+                ackHeld = true; // the application's answer, or its next poll, takes it along (RoceContext)
+                roce.ackWasHeld();
+            } else {
+                flushTx(); // ACKs and READ responses this packet caused
+            }
+            lock.unlock();
+        }
+    }
+
+    /**
+     * A congestion notification packet from the peer (receive thread; the context checked its ICRC): DCQCN's
+     * reaction point cuts this QP's rate (rp_cnp_handled), or, with no controller that reacts, it is counted in
+     * rp_cnp_ignored.
+     */
+    void onCnp(ByteBuffer packet, int sourceIpv4, int sourcePort) {
+        lockWithoutQueueing();
+        try {
+            if (isClosed() || (state != QueuePairState.READY_TO_RECEIVE && state != QueuePairState.READY_TO_SEND
+                && state != QueuePairState.SEND_QUEUE_DRAINED) || sourceIpv4 != remoteIpv4
+                || sourcePort != remotePort) {
+                context.counterSet().increment(Counter.PORT_RCV_ERRORS);
+                return;
+            }
+            if (!RoceSettings.pKeysMatch(inBth.wrap(packet, 0).pKey(), pKey)) {
+                context.counterSet().increment(Counter.BAD_PKEY_CNTR);
+                return;
+            }
+            if (pacer != null && pacer.onCnp(System.nanoTime())) {
+                context.counterSet().increment(Counter.RP_CNP_HANDLED);
+            } else {
+                context.counterSet().increment(Counter.RP_CNP_IGNORED);
             }
         } finally {
             lock.unlock();
@@ -718,6 +913,9 @@ final class RoceQueuePair extends AbstractQueuePair {
     /** After an acknowledgement moved {@link #lastAckedPsn}: progress bookkeeping, and skip what the peer has. */
     private void afterAcknowledge(int before) {
         if (Psn.compare(lastAckedPsn, before) > 0) {
+            if (pacer != null) {
+                pacer.controller().onAcknowledged(lastAckedPsn, System.nanoTime());
+            }
             onProgress();
             if (Psn.compare(sqPsn, Psn.next(lastAckedPsn)) < 0) {
                 rewind(); // the peer acknowledged beyond where a retry restarted: resume after it

@@ -20,8 +20,9 @@ import java.util.List;
  *     a free port, as tests do so that several endpoints and several engineers' test runs share one host). Peers
  *     learn it from the endpoint record, so both sides need not use the same
  * @param pathMtuBytes the port's MTU, the largest payload per packet ({@code JCCL_ROCE_MTU}: 256, 512, 1024, 2048
- *     or 4096; default 1024, what rxe picks on a 1500-byte Ethernet MTU). A queue pair uses the smaller of this and
- *     its path MTU attribute
+ *     or 4096; by default the largest whose datagram fits the interface of {@code address}, as rxe derives it from
+ *     its netdev: 4096 on loopback and jumbo frames, 1024 on 1500-byte Ethernet; {@link #defaultPathMtuBytes}). A
+ *     queue pair uses the smaller of this and its path MTU attribute
  * @param pKeys the port's P_Key table ({@code JCCL_ROCE_PKEYS}, comma-separated, hexadecimal with 0x or decimal;
  *     default the single default P_Key 0xFFFF). A queue pair's pkey_index picks the entry it sends with; a packet
  *     whose P_Key does not match its queue pair's entry is dropped and counted in bad_pkey_cntr
@@ -40,8 +41,10 @@ public record RoceSettings(String address, int port, int pathMtuBytes, List<Inte
     public static final String MTU_ENV = "JCCL_ROCE_MTU";
     /** Default address. */
     public static final String DEFAULT_ADDRESS = "127.0.0.1";
-    /** Default path MTU. */
+    /** Path MTU where the interface's MTU cannot be read (what rxe picks on 1500-byte Ethernet). */
     public static final int DEFAULT_PATH_MTU_BYTES = 1024;
+    /** IPv4 (20) and UDP (8) headers, and the largest RoCE headers, pad and ICRC (BTH+AtomicETH 40 + 4, rounded). */
+    static final int DATAGRAM_OVERHEAD_BYTES = 20 + 8 + 64;
     /** Variable that sets {@link #pKeys()}. */
     public static final String PKEYS_ENV = "JCCL_ROCE_PKEYS";
     /** The default P_Key: full member of the default partition. */
@@ -105,9 +108,37 @@ public record RoceSettings(String address, int port, int pathMtuBytes, List<Inte
     /** The settings from the environment (system properties first). */
     public static RoceSettings fromConfig() {
         return new RoceSettings(Config.value(ADDRESS_ENV, DEFAULT_ADDRESS), intValue(PORT_ENV,
-            Icrc.ROCE_V2_UDP_PORT), intValue(MTU_ENV, DEFAULT_PATH_MTU_BYTES),
+            Icrc.ROCE_V2_UDP_PORT), intValue(MTU_ENV, defaultPathMtuBytes(Config.value(ADDRESS_ENV,
+            DEFAULT_ADDRESS))),
             parsePKeys(Config.value(PKEYS_ENV, "0xFFFF")),
             Config.longValue(ACK_TIMEOUT_FLOOR_ENV, DEFAULT_ACK_TIMEOUT_FLOOR_US));
+    }
+
+    /**
+     * The largest IB MTU (256..4096) whose packets, with IPv4, UDP and RoCE headers, fit the MTU of the interface
+     * that holds {@code address} (Don't Fragment is set: a larger datagram would be refused); 4096 on loopback
+     * (65536) and 9000-byte jumbo frames, 1024 on 1500-byte Ethernet. {@link #DEFAULT_PATH_MTU_BYTES} where the
+     * interface or its MTU cannot be found. On loopback 4096 gave more 1 MiB WRITE bandwidth than 1024 in 3 of 4
+     * alternating pairs (docs/transport-roce.md, "Socket I/O").
+     */
+    static int defaultPathMtuBytes(String address) {
+        InetAddress ip = literal(address);
+        try {
+            java.net.NetworkInterface nif = ip == null ? null : java.net.NetworkInterface.getByInetAddress(ip);
+            int linkMtu = nif == null ? -1 : nif.getMTU();
+            return linkMtu <= 0 ? DEFAULT_PATH_MTU_BYTES : ibMtuFor(linkMtu);
+        } catch (java.io.IOException | RuntimeException e) {
+            return DEFAULT_PATH_MTU_BYTES;
+        }
+    }
+
+    /** The largest IB MTU whose datagrams fit a link MTU of {@code linkMtu} bytes (at least 256). */
+    static int ibMtuFor(int linkMtu) {
+        int mtu = MessageSegmenter.MAX_MTU;
+        while (mtu > 256 && mtu + DATAGRAM_OVERHEAD_BYTES > linkMtu) {
+            mtu >>= 1;
+        }
+        return mtu;
     }
 
     /** Parses a comma-separated P_Key list ("0xFFFF,0x8001"). */

@@ -21,13 +21,24 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * The packet paths allocate nothing in steady state: after a warm-up, thousands of multi-packet SENDs and WRITEs
- * leave the responder's receive thread (datagram checks, ICRC, scatter, copy, ACK) and the requester's receive
+ * leave the responder's receiving thread (datagram checks, ICRC, scatter, copy, ACK) and the requester's receiving
  * thread (ACKs, completions) with no new allocation (the posting thread, which also runs this test's polling, is
  * printed: about 2 bytes per round); a budget of a quarter byte per packet allows
  * for a stray JIT deoptimisation, not for an object per packet or per message (the requester's receive thread
- * used to allocate a lock queue node whenever it met the posting thread at the QP lock).
+ * used to allocate a lock queue node whenever it met the posting thread at the QP lock). Twice: with the receive
+ * threads doing all receiving ({@code JCCL_ROCE_POLL_DRIVEN=0}), and with the responder's completion queue polled
+ * by a thread of its own, which then receives ({@code recvmmsg} ring, batches, TOS) and is the one measured. A third
+ * run has congestion control at work: every request packet leaves A marked Congestion Experienced (A's socket sets
+ * TOS 0x03), B's notification point answers each with a CNP (interval 0) and A's receive thread handles them
+ * (A's controller is off, so pacing does not slow the run): the notification point and the CNP path allocate
+ * nothing either.
  */
 class RoceAllocationTest {
+    @org.junit.jupiter.api.AfterEach
+    void clearProperties() {
+        System.clearProperty("jccl.roce.poll.driven");
+    }
+
     private static final int PACKETS_PER_ROUND = 4 + 4 + 2; // SEND 1000 B and WRITE 1000 B at MTU 256, two ACKs
 
     private static long allocated(long... threadIds) {
@@ -58,9 +69,37 @@ class RoceAllocationTest {
     }
 
     @Test
-    void shouldNotAllocatePerPacket() {
+    void shouldNotAllocatePerPacketOnTheReceiveThreads() {
+        System.setProperty("jccl.roce.poll.driven", "0");
+        run(false);
+    }
+
+    @Test
+    void shouldNotAllocatePerPacketOnAPollingThread() {
+        run(true);
+    }
+
+    @Test
+    void shouldNotAllocatePerPacketWhenEveryPacketGetsACnp() {
+        System.setProperty("jccl.roce.poll.driven", "0");
+        run(false, true);
+    }
+
+    private void run(boolean responderPoller) {
+        run(responderPoller, false);
+    }
+
+    private void run(boolean responderPoller, boolean ceMarks) {
         RoceSettings settings = new RoceSettings("127.0.0.1", 0, 256);
         try (Context ca = RoceProvider.device().open(settings); Context cb = RoceProvider.device().open(settings)) {
+            if (ceMarks) {
+                org.junit.jupiter.api.Assumptions.assumeTrue(((RoceContext) cb).reportsTos(),
+                    "FFM sockets unavailable (the NIO fallback reports no TOS)");
+                ((RoceContext) ca).congestion(RoceCongestionSettings.DEFAULT.withMode(CongestionMode.NONE));
+                ((RoceContext) cb).congestion(new RoceCongestionSettings(CongestionMode.DCQCN, 100_000, 0,
+                    RoceCongestionSettings.DEFAULT.targetDelayNs()));
+                ((RoceContext) ca).trafficClass(EcnSource.CE);
+            }
             ProtectionDomain pa = ca.allocateProtectionDomain();
             ProtectionDomain pb = cb.allocateProtectionDomain();
             CompletionQueue qa = ca.createCompletionQueue(64);
@@ -81,30 +120,83 @@ class RoceAllocationTest {
             SendWorkRequest write = new SendWorkRequest().opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
                 .local(ma, 0, 1000).remote(mb.address(), mb.rkey());
             WorkCompletion[] wc = WorkCompletion.array(1);
-            long[] threads = {Thread.currentThread().threadId(), receiveThreadId(a), receiveThreadId(b)};
-            int warmUp = 20_000;
-            int measured = 5_000;
-            long[] before = new long[3];
-            for (int i = 0; i < warmUp + measured; i++) {
-                if (i == warmUp) {
-                    for (int t = 0; t < 3; t++) {
-                        before[t] = allocated(threads[t]);
+            java.util.concurrent.atomic.AtomicLong received = new java.util.concurrent.atomic.AtomicLong();
+            java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+            Thread poller = !responderPoller ? null : Thread.ofPlatform().name("roce-test-poller").start(() -> {
+                WorkCompletion[] pwc = WorkCompletion.array(4);
+                while (!stop.get()) { // the responder's application thread: polls, and so receives
+                    int n = qb.poll(pwc, pwc.length);
+                    for (int k = 0; k < n; k++) {
+                        if (!pwc[k].isSuccess()) {
+                            throw new AssertionError(pwc[k].status().toString());
+                        }
+                    }
+                    if (n > 0) {
+                        received.addAndGet(n);
+                    } else {
+                        Thread.onSpinWait();
                     }
                 }
-                b.postReceive(recv);
-                a.postSend(send);
-                waitOne(qa, wc);
-                waitOne(qb, wc);
-                a.postSend(write);
-                waitOne(qa, wc);
+            });
+            long[] threads = {Thread.currentThread().threadId(), receiveThreadId(a),
+                poller != null ? poller.threadId() : receiveThreadId(b)};
+            int warmUp = 10_000; // twice (two modes): 100,000 packets each are plenty for C2
+            int measured = 5_000;
+            long[] before = new long[3];
+            long[] after = new long[3];
+            try {
+                for (int i = 0; i < warmUp + measured; i++) {
+                    if (i == warmUp) {
+                        for (int t = 0; t < 3; t++) {
+                            before[t] = allocated(threads[t]);
+                        }
+                    }
+                    b.postReceive(recv);
+                    a.postSend(send);
+                    waitOne(qa, wc);
+                    if (poller != null) {
+                        long deadline = System.nanoTime() + 20_000_000_000L; // a guard, not a timing assertion
+                        while (received.get() <= i) {
+                            assertTrue(System.nanoTime() < deadline, "no receive completion within 20 s");
+                            Thread.onSpinWait();
+                        }
+                    } else {
+                        waitOne(qb, wc);
+                    }
+                    a.postSend(write);
+                    waitOne(qa, wc);
+                }
+                for (int t = 0; t < 3; t++) {
+                    after[t] = allocated(threads[t]); // while the poller still runs (a dead thread reads -1)
+                }
+            } finally {
+                stop.set(true);
             }
-            long posting = allocated(threads[0]) - before[0];
-            long requester = allocated(threads[1]) - before[1];
-            long responder = allocated(threads[2]) - before[2];
+            long posting = after[0] - before[0];
+            long requester = after[1] - before[1];
+            long responder = after[2] - before[2];
+            if (poller != null) {
+                try {
+                    poller.join();
+                } catch (InterruptedException e) {
+                    throw new AssertionError(e);
+                }
+            }
             long packets = (long) measured * PACKETS_PER_ROUND;
-            System.out.println("roce allocation over " + measured + " rounds (" + packets + " packets): posting thread "
-                + posting + " B, requester receive thread " + requester + " B, responder receive thread " + responder
+            if (ceMarks) {
+                long cnps = cb.counters().getOrDefault(io.jccl.verbs.Counter.NP_CNP_SENT, 0L);
+                System.out.println("roce allocation with CE marks: " + cnps + " CNPs sent, "
+                    + ca.counters().getOrDefault(io.jccl.verbs.Counter.RP_CNP_IGNORED, 0L) + " handled by A");
+                assertTrue(cnps >= (long) (warmUp + measured) * 8, cnps + " CNPs: every request packet answered");
+            }
+            System.out.println("roce allocation over " + measured + " rounds (" + packets + " packets, "
+                + ((RoceContext) cb).ioKind() + "): posting thread " + posting + " B, requester receive thread "
+                + requester + " B, responder " + (poller != null ? "polling" : "receive") + " thread " + responder
                 + " B");
+            if (poller != null) {
+                assertTrue(((RoceContext) cb).pollerDrives() > 0, "the responder's poller received");
+            }
+            assertTrue(responder >= 0 && requester >= 0, "threads measured while alive");
             assertTrue(responder < packets / 4, responder + " bytes allocated by the responder over " + packets
                 + " packets");
             assertTrue(requester < packets / 4, requester + " bytes allocated by the requester's receive thread over "

@@ -1,0 +1,96 @@
+package io.jccl.transport.roce;
+
+import io.jccl.common.Config;
+import io.jccl.common.Log;
+
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+
+/**
+ * A roce context's UDP socket: bound to one IPv4 address and port, non-blocking, Don't Fragment set (so that Linux
+ * writes IPv4 identification 0, which the receiver assumes for the ICRC), 4 MiB buffers. Two implementations:
+ * {@link FfmUdpSocket} (Linux x86-64 and aarch64, through {@code java.lang.foreign}: {@code sendmmsg} sends a
+ * batch of packets with one system call, {@code recvmmsg} receives up to a ring's worth with one, and each packet's
+ * TOS byte comes with it through {@code IP_RECVTOS}) and {@link NioUdpSocket} (a {@code DatagramChannel}: one
+ * system call per packet, no TOS), the fallback where native access is not granted or the platform is another.
+ * {@code JCCL_ROCE_IO} picks one ({@code auto}, the default: FFM where it works; {@code ffm}: FFM or an error;
+ * {@code nio}).
+ *
+ * <p>Sending is thread-safe (the kernel serialises datagrams); receiving is for one thread at a time (the context's
+ * receive lock), since the ring is shared.
+ */
+abstract class UdpIo implements AutoCloseable {
+    /** Variable that picks the socket implementation: auto (default), ffm or nio. */
+    static final String IO_ENV = "JCCL_ROCE_IO";
+    /** Receive and send socket buffers: a 128-packet window of 4 KiB packets for many QPs. */
+    static final int SOCKET_BUFFER_BYTES = 4 << 20;
+
+    /** Opens the socket {@code JCCL_ROCE_IO} names, bound to {@code address:port}. */
+    static UdpIo open(InetAddress address, int port) throws IOException {
+        String which = Config.value(IO_ENV, "auto").trim().toLowerCase(java.util.Locale.ROOT);
+        switch (which) {
+            case "nio":
+                return new NioUdpSocket(address, port);
+            case "ffm":
+                if (!FfmUdpSocket.available()) {
+                    throw new IOException(IO_ENV + "=ffm but FFM sockets are not available here ("
+                        + FfmUdpSocket.unavailableReason() + ")");
+                }
+                return new FfmUdpSocket(address, port);
+            case "auto":
+                if (FfmUdpSocket.available()) {
+                    return new FfmUdpSocket(address, port);
+                }
+                Log.get().info(-1, Log.Subsys.NET, () -> "roce0: FFM sockets unavailable ("
+                    + FfmUdpSocket.unavailableReason() + "); one system call per packet through a DatagramChannel");
+                return new NioUdpSocket(address, port);
+            default:
+                throw new IllegalArgumentException(IO_ENV + "=" + which + ": use auto, ffm or nio");
+        }
+    }
+
+    /** "ffm" or "nio" (devinfo, tests, benchmarks). */
+    abstract String kind();
+
+    /** The bound port. */
+    abstract int localPort();
+
+    /** The receive socket buffer the kernel granted (capped by net.core.rmem_max). */
+    abstract int receiveBufferBytes();
+
+    /**
+     * Sends the batch's packets 0..count to {@code to} (FFM: {@code sendmmsg}, as few calls as the kernel takes;
+     * NIO: one {@code send} each). A full send buffer makes it retry: a packet waits for room, never is lost here.
+     *
+     * @return the system calls it made (counted by the context)
+     * @throws IOException when the socket fails
+     */
+    abstract int send(TxBatch batch, InetSocketAddress to, int toIpv4, int toPort) throws IOException;
+
+    /** Sends one datagram, bytes 0..length of {@code packet} (a raw send: tests, never the QPs' path). */
+    abstract void sendOne(ByteBuffer packet, int length, InetSocketAddress to) throws IOException;
+
+    /**
+     * Receives what is waiting, up to the ring's capacity, without blocking; fills the ring's lengths, sources and
+     * TOS bytes (-1 where the implementation cannot tell).
+     *
+     * @return the datagrams received, 0 when none was waiting
+     * @throws IOException when the socket fails or was closed
+     */
+    abstract int receive(RxRing ring) throws IOException;
+
+    /** Waits until a datagram is waiting or {@code timeoutMs} passed (the receive thread's park). */
+    abstract void await(int timeoutMs) throws IOException;
+
+    /** Sets the TOS byte (DSCP and ECN bits) of the packets this socket sends ({@code IP_TOS}). */
+    abstract void trafficClass(int tos) throws IOException;
+
+    /** Whether {@link #receive} reports each packet's TOS byte. */
+    abstract boolean reportsTos();
+
+    /** Closes the socket (the context has stopped every receiver first). */
+    @Override
+    public abstract void close();
+}
