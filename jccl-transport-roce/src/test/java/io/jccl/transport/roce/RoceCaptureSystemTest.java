@@ -6,8 +6,6 @@ import io.jccl.verbs.Context;
 import io.jccl.verbs.MemoryRegion;
 import io.jccl.verbs.ProtectionDomain;
 import io.jccl.verbs.QueuePair;
-import io.jccl.verbs.QueuePairAttributes;
-import io.jccl.verbs.QueuePairInitAttributes;
 import io.jccl.verbs.ReceiveWorkRequest;
 import io.jccl.verbs.SendFlag;
 import io.jccl.verbs.SendOpcode;
@@ -80,18 +78,13 @@ class RoceCaptureSystemTest {
         assumeTrue(Files.exists(script), "run from the module directory: " + script);
         RoceSettings settings = new RoceSettings("127.0.0.1", 0, 256);
         try (Context ca = RoceProvider.device().open(settings); Context cb = RoceProvider.device().open(settings)) {
-            ProtectionDomain pa = ca.allocateProtectionDomain();
-            ProtectionDomain pb = cb.allocateProtectionDomain();
-            CompletionQueue qa = ca.createCompletionQueue(64);
-            CompletionQueue qb = cb.createCompletionQueue(64);
-            QueuePair a = pa.createQueuePair(QueuePairInitAttributes.of(qa));
-            QueuePair b = pb.createQueuePair(QueuePairInitAttributes.of(qb));
-            a.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
-            b.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
-            a.modify(QueuePairAttributes.toReadyToReceive(b.localEndpoint()));
-            b.modify(QueuePairAttributes.toReadyToReceive(a.localEndpoint()));
-            a.modify(QueuePairAttributes.toReadyToSend(a.initialPsn()));
-            b.modify(QueuePairAttributes.toReadyToSend(b.initialPsn()));
+            LoopbackQueuePairs pair = LoopbackQueuePairs.connect(ca, cb, 64, AccessFlag.REMOTE_WRITE);
+            ProtectionDomain pa = pair.pa();
+            ProtectionDomain pb = pair.pb();
+            CompletionQueue qa = pair.qa();
+            CompletionQueue qb = pair.qb();
+            QueuePair a = pair.a();
+            QueuePair b = pair.b();
             Process sniffer = new ProcessBuilder(PYTHON, script.toString(), "lo", "4", String.valueOf(port(a)),
                 String.valueOf(port(b))).redirectErrorStream(true).start();
             BufferedReader out = new BufferedReader(new InputStreamReader(sniffer.getInputStream(),

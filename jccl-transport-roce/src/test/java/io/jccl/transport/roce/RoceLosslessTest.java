@@ -6,8 +6,6 @@ import io.jccl.verbs.Counter;
 import io.jccl.verbs.MemoryRegion;
 import io.jccl.verbs.ProtectionDomain;
 import io.jccl.verbs.QueuePair;
-import io.jccl.verbs.QueuePairAttributes;
-import io.jccl.verbs.QueuePairInitAttributes;
 import io.jccl.verbs.SendFlag;
 import io.jccl.verbs.SendOpcode;
 import io.jccl.verbs.SendWorkRequest;
@@ -40,18 +38,12 @@ class RoceLosslessTest {
             .withAckTimeoutFloorUs(FLOOR_US);
         try (RoceContext ca = (RoceContext) RoceProvider.device().open(settings);
              RoceContext cb = (RoceContext) RoceProvider.device().open(settings)) {
-            ProtectionDomain pa = ca.allocateProtectionDomain();
-            ProtectionDomain pb = cb.allocateProtectionDomain();
-            CompletionQueue qa = ca.createCompletionQueue(64);
-            CompletionQueue qb = cb.createCompletionQueue(64);
-            QueuePair a = pa.createQueuePair(QueuePairInitAttributes.of(qa));
-            QueuePair b = pb.createQueuePair(QueuePairInitAttributes.of(qb));
-            a.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
-            b.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
-            a.modify(QueuePairAttributes.toReadyToReceive(b.localEndpoint()));
-            b.modify(QueuePairAttributes.toReadyToReceive(a.localEndpoint()));
-            a.modify(QueuePairAttributes.toReadyToSend(a.initialPsn()));
-            b.modify(QueuePairAttributes.toReadyToSend(b.initialPsn()));
+            LoopbackQueuePairs pair = LoopbackQueuePairs.connect(ca, cb, 64, AccessFlag.REMOTE_WRITE);
+            ProtectionDomain pa = pair.pa();
+            ProtectionDomain pb = pair.pb();
+            CompletionQueue qa = pair.qa();
+            QueuePair a = pair.a();
+            QueuePair b = pair.b();
             int size = 1 << 20;
             MemoryRegion ma = pa.allocateMemory(size, AccessFlag.LOCAL_WRITE);
             MemoryRegion mb = pb.allocateMemory(size, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE);
@@ -98,17 +90,11 @@ class RoceLosslessTest {
             .withAckTimeoutFloorUs(FLOOR_US);
         try (RoceContext ca = (RoceContext) RoceProvider.device().open(settings);
              RoceContext cb = (RoceContext) RoceProvider.device().open(settings)) {
-            ProtectionDomain pa = ca.allocateProtectionDomain();
-            ProtectionDomain pb = cb.allocateProtectionDomain();
-            CompletionQueue qa = ca.createCompletionQueue(4);
-            QueuePair a = pa.createQueuePair(QueuePairInitAttributes.of(qa));
-            QueuePair b = pb.createQueuePair(QueuePairInitAttributes.of(cb.createCompletionQueue(4)));
-            a.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
-            b.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
-            a.modify(QueuePairAttributes.toReadyToReceive(b.localEndpoint()));
-            b.modify(QueuePairAttributes.toReadyToReceive(a.localEndpoint()));
-            a.modify(QueuePairAttributes.toReadyToSend(a.initialPsn()));
-            b.modify(QueuePairAttributes.toReadyToSend(b.initialPsn()));
+            LoopbackQueuePairs pair = LoopbackQueuePairs.connect(ca, cb, 4, AccessFlag.REMOTE_WRITE);
+            ProtectionDomain pa = pair.pa();
+            ProtectionDomain pb = pair.pb();
+            CompletionQueue qa = pair.qa();
+            QueuePair a = pair.a();
             MemoryRegion ma = pa.allocateMemory(4096, AccessFlag.LOCAL_WRITE);
             MemoryRegion mb = pb.allocateMemory(4096, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE);
             // A's receive path stalls (the test holds it, as an unscheduled receive thread would) while B's ACK

@@ -7,8 +7,6 @@ import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.MemoryRegion;
 import io.jccl.verbs.ProtectionDomain;
 import io.jccl.verbs.QueuePair;
-import io.jccl.verbs.QueuePairAttributes;
-import io.jccl.verbs.QueuePairInitAttributes;
 import io.jccl.verbs.ReceiveWorkRequest;
 import io.jccl.verbs.SendFlag;
 import io.jccl.verbs.SendOpcode;
@@ -106,18 +104,13 @@ class RoceTsharkSystemTest {
             cb.ecnSource((datagram, length) -> (datagram.get(0) & 0xFF) == RoceOpcode.SEND_ONLY ? EcnSource.CE
                 : EcnSource.ECT_0);
             AccessFlag[] remote = {AccessFlag.REMOTE_WRITE, AccessFlag.REMOTE_READ, AccessFlag.REMOTE_ATOMIC};
-            ProtectionDomain pa = ca.allocateProtectionDomain();
-            ProtectionDomain pb = cb.allocateProtectionDomain();
-            CompletionQueue qa = ca.createCompletionQueue(64);
-            CompletionQueue qb = cb.createCompletionQueue(64);
-            QueuePair a = pa.createQueuePair(QueuePairInitAttributes.of(qa));
-            QueuePair b = pb.createQueuePair(QueuePairInitAttributes.of(qb));
-            a.modify(QueuePairAttributes.toInit(remote));
-            b.modify(QueuePairAttributes.toInit(remote));
-            a.modify(QueuePairAttributes.toReadyToReceive(b.localEndpoint()));
-            b.modify(QueuePairAttributes.toReadyToReceive(a.localEndpoint()));
-            a.modify(QueuePairAttributes.toReadyToSend(a.initialPsn()));
-            b.modify(QueuePairAttributes.toReadyToSend(b.initialPsn()));
+            LoopbackQueuePairs pair = LoopbackQueuePairs.connect(ca, cb, 64, remote);
+            ProtectionDomain pa = pair.pa();
+            ProtectionDomain pb = pair.pb();
+            CompletionQueue qa = pair.qa();
+            CompletionQueue qb = pair.qb();
+            QueuePair a = pair.a();
+            QueuePair b = pair.b();
             MemoryRegion ma = pa.allocateMemory(4096, AccessFlag.LOCAL_WRITE);
             MemoryRegion mb = pb.allocateMemory(4096, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE,
                 AccessFlag.REMOTE_READ, AccessFlag.REMOTE_ATOMIC);
