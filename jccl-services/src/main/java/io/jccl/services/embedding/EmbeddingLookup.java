@@ -27,6 +27,8 @@ public final class EmbeddingLookup implements AutoCloseable {
     private static final byte FAILED = 2;
     /** How long a lookup polls its READs' completions before it blocks (a loopback round trip is tens of µs). */
     static final long SPIN_NS = 200_000L;
+    /** Re-copies of a torn row after which a direct reader asks the liveness probe before each wait. */
+    static final int PROBE_AFTER_ATTEMPTS = 64;
 
     private final EmbeddingClient client;
     private final int capacity;
@@ -222,6 +224,12 @@ public final class EmbeddingLookup implements AutoCloseable {
                     fail(i, changing(i, attempt));
                     break;
                 }
+                // Past the spinning: the writer may be dead mid-row (its pages stay mapped, the row stays odd),
+                // so ask the probe before waiting on: a dead server is named at once, not after the retry limit.
+                if (attempt >= PROBE_AFTER_ATTEMPTS && client.confirm() != null) {
+                    fail(i, "row " + rows[i] + ": " + client.confirm());
+                    break;
+                }
                 backOff(attempt);
             }
             if (v < 0) {
@@ -237,6 +245,9 @@ public final class EmbeddingLookup implements AutoCloseable {
         for (int k = 0; k < misses; k++) {
             int i = pending[k];
             if (status[i] != OK) {
+                if (dead != null) {
+                    errors[i] = "row " + rows[i] + ": " + dead; // the cause of a row left mid-write
+                }
                 continue;
             }
             if (dead != null) {

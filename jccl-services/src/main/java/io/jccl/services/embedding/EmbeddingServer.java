@@ -191,6 +191,17 @@ public final class EmbeddingServer implements AutoCloseable {
         return next;
     }
 
+    /** The table's registered memory (tests leave a row mid-write in it, as a writer killed inside the seqlock). */
+    MemorySegment tableMemory() {
+        return table.memory();
+    }
+
+    /** Where row {@code row}'s slot starts in {@link #tableMemory()}. */
+    long slotOffsetOf(long row) {
+        checkRow(row);
+        return slotOffset(row);
+    }
+
     private void checkRow(long row) {
         if (row < 0 || row >= rows) {
             throw new IndexOutOfBoundsException("table '" + name + "': row " + row + " outside 0.." + (rows - 1));

@@ -6,6 +6,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.time.Duration;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -134,6 +135,44 @@ class EmbeddingErrorsTest {
                 l.add(1);
                 assertFalse(l.execute()); // later lookups fail at once, the same way
                 assertTrue(l.error(0).contains("rank 0"), l.error(0));
+            }
+        });
+    }
+
+    /**
+     * The server dies while a row is mid-write (head odd, as after a kill inside the seqlock): the lookup names the
+     * dead server, not a row that "kept changing", and does not wait out the retry limit (a minute here) first.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"shm0", "shm0/read", "tcp0"})
+    void shouldNameTheDeadServerWhenItDiedInTheMiddleOfARow(String transport) {
+        Tables.run(2, transport, (e, barrier) -> {
+            if (e.rank() == 0) {
+                EmbeddingServer server = EmbeddingServer.create(e, "midrow", 100, 16);
+                MemorySegment m = server.tableMemory();
+                long head = server.slotOffsetOf(7) + TableLayout.SLOT_HEAD;
+                barrier.await();
+                barrier.await();
+                m.set(ValueLayout.JAVA_LONG_UNALIGNED, head,
+                    m.get(ValueLayout.JAVA_LONG_UNALIGNED, head) + 1);
+                e.close(); // killed inside the seqlock: the row stays odd
+                barrier.await();
+                return;
+            }
+            barrier.await();
+            try (EmbeddingClient c = EmbeddingClient.open(e, "midrow", Duration.ofSeconds(20), 0,
+                Duration.ofSeconds(60), !transport.endsWith("/read"));
+                 EmbeddingLookup l = c.newLookup(4)) {
+                l.add(7);
+                assertTrue(l.execute(), () -> l.error(0));
+                barrier.await();
+                barrier.await();
+                l.clear();
+                l.add(7);
+                l.add(8);
+                assertFalse(l.execute());
+                assertTrue(l.error(0).contains("rank 0") && !l.error(0).contains("kept changing"), l.error(0));
+                assertTrue(l.error(1).contains("rank 0"), l.error(1));
             }
         });
     }
