@@ -324,6 +324,14 @@ public abstract class ProviderConformanceSuite {
         }
     }
 
+    /**
+     * A QP whose error completion was polled is in ERR already (ibv_poll_cq(3): once a completion with an error is
+     * generated the QP is in the error state; a program that queries it after the completion must not see RTS).
+     */
+    protected static void assertErrorOnceCompleted(String what, QueuePair qp) {
+        assertEquals(QueuePairState.ERROR, qp.state(), what + ": state when its error completion was polled");
+    }
+
     /** Waits up to {@link #WAIT_NS} for a state reported by {@code state}. */
     protected static void awaitState(String what, QueuePairState expected, Supplier<QueuePairState> state) {
         long deadline = System.nanoTime() + WAIT_NS;
@@ -1825,7 +1833,7 @@ public abstract class ProviderConformanceSuite {
         };
         link.qp().postSend(request);
         assertCompletion(awaitLocal(local, link.qp()), 1, WorkCompletionStatus.LOC_PROT_ERR, null);
-        awaitState("local QP after LOC_PROT_ERR", QueuePairState.ERROR, link.qp()::state);
+        assertErrorOnceCompleted("local QP after LOC_PROT_ERR", link.qp());
         link.qp().postSend(send(2, SendOpcode.SEND, SendFlag.SIGNALED, buffer, 0, 8));
         assertCompletion(awaitLocal(local, link.qp()), 2, WorkCompletionStatus.WR_FLUSH_ERR, null);
         if (violation == LocalViolation.READ_INTO_REGION_WITHOUT_LOCAL_WRITE) {
@@ -1901,7 +1909,7 @@ public abstract class ProviderConformanceSuite {
         };
         link.qp().postSend(request);
         assertCompletion(awaitLocal(local, link.qp()), 1, WorkCompletionStatus.REM_ACCESS_ERR, null);
-        awaitState("requester QP after REM_ACCESS_ERR", QueuePairState.ERROR, link.qp()::state);
+        assertErrorOnceCompleted("requester QP after REM_ACCESS_ERR", link.qp());
         // rxe_resp.c: an rkey/bounds/permission violation is a class C error; the responder QP goes to ERR too.
         awaitState("responder QP after a remote access violation", QueuePairState.ERROR,
             () -> peer.state(link.peerQpn()));
@@ -1958,7 +1966,7 @@ public abstract class ProviderConformanceSuite {
         // rxe_resp.c check_op_valid(): an opcode the QP's access flags do not allow is answered with
         // NAK "invalid request", which the requester completes as IBV_WC_REM_INV_REQ_ERR.
         assertCompletion(awaitLocal(local, link.qp()), 1, WorkCompletionStatus.REM_INV_REQ_ERR, null);
-        awaitState("requester QP after REM_INV_REQ_ERR", QueuePairState.ERROR, link.qp()::state);
+        assertErrorOnceCompleted("requester QP after REM_INV_REQ_ERR", link.qp());
         assertArrayEquals(new byte[64], link.peer().read(target.id(), 0, 64), "the refused operation did nothing");
     }
 
@@ -1978,7 +1986,7 @@ public abstract class ProviderConformanceSuite {
         List<Completion> received = awaitPeer(link, 2);
         assertCompletion(received.get(0), 5, WorkCompletionStatus.LOC_LEN_ERR, null);
         assertCompletion(received.get(1), 6, WorkCompletionStatus.WR_FLUSH_ERR, null);
-        awaitState("requester QP", QueuePairState.ERROR, link.qp()::state);
+        assertErrorOnceCompleted("requester QP after REM_INV_REQ_ERR", link.qp());
         awaitState("receiver QP after LOC_LEN_ERR", QueuePairState.ERROR, () -> link.peer().state(link.peerQpn()));
     }
 

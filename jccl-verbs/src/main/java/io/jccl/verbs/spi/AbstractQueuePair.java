@@ -486,6 +486,7 @@ public abstract class AbstractQueuePair implements QueuePair, Progressable {
      */
     protected final void completeSend(WorkCompletionStatus status, int byteLength, int vendorError) {
         SendSlot slot = sendSlot(sendHead);
+        QueuePairState before = failsQueuePair(status) ? markError() : null;
         if (slot.signaled || status != WorkCompletionStatus.SUCCESS) {
             sendQueue.push(slot.wrId, status, slot.opcode.completionOpcode(), byteLength, 0, false,
                 queuePairNumber, 0, vendorError);
@@ -494,9 +495,8 @@ public abstract class AbstractQueuePair implements QueuePair, Progressable {
         if (sendNext < sendHead) {
             sendNext = sendHead;
         }
-        if (status != WorkCompletionStatus.SUCCESS && status != WorkCompletionStatus.WR_FLUSH_ERR
-            && state != QueuePairState.ERROR) {
-            enterError(status.name());
+        if (before != null) {
+            finishError(before, status.name());
         }
     }
 
@@ -504,13 +504,30 @@ public abstract class AbstractQueuePair implements QueuePair, Progressable {
     protected final void completeReceive(WorkCompletionStatus status, WorkCompletionOpcode opcode, int byteLength,
                                          int immediateData, boolean withImmediate, int sourceQpNumber) {
         ReceiveSlot slot = receiveSlot(receiveHead);
+        QueuePairState before = failsQueuePair(status) ? markError() : null;
         receiveQueue.push(slot.wrId, status, opcode, byteLength, immediateData, withImmediate, queuePairNumber,
             sourceQpNumber, 0);
         receiveHead++;
-        if (status != WorkCompletionStatus.SUCCESS && status != WorkCompletionStatus.WR_FLUSH_ERR
-            && state != QueuePairState.ERROR) {
-            enterError(status.name());
+        if (before != null) {
+            finishError(before, status.name());
         }
+    }
+
+    /** Whether a completion with {@code status} moves this QP to ERR (an error, not a flush, while not in ERR). */
+    private boolean failsQueuePair(WorkCompletionStatus status) {
+        return status != WorkCompletionStatus.SUCCESS && status != WorkCompletionStatus.WR_FLUSH_ERR
+            && state != QueuePairState.ERROR;
+    }
+
+    /**
+     * Sets the state to ERR before an error completion is pushed, so that a poller that sees the completion finds
+     * the QP in ERR (ibv_poll_cq(3): the QP is in the error state once an error completion is generated); the
+     * flushes follow the error completion ({@link #finishError}). Returns the state before.
+     */
+    private QueuePairState markError() {
+        QueuePairState previous = state;
+        state = QueuePairState.ERROR;
+        return previous;
     }
 
     /**
@@ -528,6 +545,11 @@ public abstract class AbstractQueuePair implements QueuePair, Progressable {
         }
         QueuePairState previous = state;
         state = QueuePairState.ERROR;
+        finishError(previous, reason);
+    }
+
+    /** The rest of entering ERR once the state says so: the JFR event, the flushes, the provider's part. */
+    private void finishError(QueuePairState previous, String reason) {
         QueuePairErrorEvent.emit(context.device().name(), queuePairNumber, destQpNumber, reason, previous.name());
         flushSends();
         flushReceives();
