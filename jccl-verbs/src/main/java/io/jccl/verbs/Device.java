@@ -31,4 +31,13 @@ public interface Device {
     default Context open(Reach peers) {
         return open();
     }
+
+    /**
+     * Opens the device only to query it, as {@code ibv_devinfo} does: a network device need not take the port it
+     * is configured to receive on, which a running job (or the kernel's rxe, for UDP 4791) may hold. By default
+     * the same as {@link #open()}.
+     */
+    default Context openToQuery() {
+        return open();
+    }
 }

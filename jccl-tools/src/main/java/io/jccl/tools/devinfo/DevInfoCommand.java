@@ -65,7 +65,7 @@ public final class DevInfoCommand implements Callable<Integer> {
         List<Object> jsonDevices = new ArrayList<>();
         int status = 0;
         for (Device d : devices) {
-            try (Context context = d.open()) {
+            try (Context context = d.openToQuery()) {
                 DeviceAttributes attributes = context.query();
                 Map<Counter, Long> counters = verbose ? sorted(context.counters()) : null;
                 if (json) {
@@ -110,7 +110,7 @@ public final class DevInfoCommand implements Callable<Integer> {
                 counters.put(c, p.counters().getOrDefault(c.linuxName(), 0L));
             }
             DeviceAttributes attributes = null;
-            try (Context context = Verbs.device(p.device()).open()) {
+            try (Context context = Verbs.device(p.device()).openToQuery()) {
                 attributes = context.query();
             } catch (RuntimeException e) {
                 // a device this process cannot open (provider missing here): the counters alone still help

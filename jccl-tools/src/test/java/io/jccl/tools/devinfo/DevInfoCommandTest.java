@@ -1,5 +1,6 @@
 package io.jccl.tools.devinfo;
 
+import io.jccl.common.Config;
 import io.jccl.verbs.Context;
 import io.jccl.verbs.Counter;
 import io.jccl.verbs.Device;
@@ -10,6 +11,8 @@ import picocli.CommandLine;
 
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
+import java.net.DatagramSocket;
+import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -42,6 +45,20 @@ class DevInfoCommandTest {
             String json = run(new DevInfoCommand(), "-d", "tcp0", "--pid", Long.toString(pid), "--json");
             assertTrue(json.contains("\"port_xmit_data\": 123456789"), json);
             assertTrue(json.contains("\"pid\": " + pid), json);
+        }
+    }
+
+    /** ibv_devinfo works while jobs run: roce0's configured port held by another socket does not stop it. */
+    @Test
+    void shouldQueryRoce0WhileItsConfiguredPortIsHeld() throws Exception {
+        assumeTrue(Verbs.devices().stream().map(Device::name).anyMatch("roce0"::equals), "no roce0 device");
+        String property = Config.propertyName("JCCL_ROCE_PORT");
+        try (DatagramSocket holder = new DatagramSocket(new InetSocketAddress("127.0.0.1", 0))) {
+            System.setProperty(property, Integer.toString(holder.getLocalPort()));
+            String text = run(new DevInfoCommand(), "-d", "roce0", "-v");
+            assertTrue(text.startsWith("0\n") && text.contains("hca_id:\troce0"), text);
+        } finally {
+            System.clearProperty(property);
         }
     }
 

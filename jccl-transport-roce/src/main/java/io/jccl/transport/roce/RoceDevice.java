@@ -68,6 +68,15 @@ public final class RoceDevice implements Device {
         return open(RoceSettings.fromConfig());
     }
 
+    /**
+     * Opens a context on a free port (the environment's other settings): what {@code jccl devinfo} shows does not
+     * depend on the port, and the configured one (4791 by default) may be held by a running job or by rxe.
+     */
+    @Override
+    public Context openToQuery() {
+        return open(RoceSettings.fromConfig().withPort(0));
+    }
+
     /** Opens a context with {@code settings}. */
     public Context open(RoceSettings settings) {
         return new RoceContext(this, settings);
