@@ -64,7 +64,9 @@ public enum Counter {
     /** Congestion notification packets that cut a queue pair's rate, DCQCN's reaction point (mlx5's rp_cnp_handled). */
     RP_CNP_HANDLED("rp_cnp_handled"),
     /** Congestion notification packets received while no rate controller reacts to them (mlx5's rp_cnp_ignored). */
-    RP_CNP_IGNORED("rp_cnp_ignored");
+    RP_CNP_IGNORED("rp_cnp_ignored"),
+    /** Packets the host refused to send, e.g. dropped by a firewall rule on the way out (rxe's send_err). */
+    SEND_ERR("send_err");
 
     private final String linuxName;
 

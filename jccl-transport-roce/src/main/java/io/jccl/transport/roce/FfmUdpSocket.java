@@ -41,6 +41,7 @@ final class FfmUdpSocket extends UdpIo {
     static final int IP_PMTUDISC_DO = 2;
     static final int MSG_DONTWAIT = 0x40;
     static final int MSG_TRUNC = 0x20;
+    static final int EPERM = 1;
     static final int EINTR = 4;
     static final int EAGAIN = 11;
     static final int ENOBUFS = 105;
@@ -253,6 +254,13 @@ final class FfmUdpSocket extends UdpIo {
             int e = errno(batch.callState);
             if (closed) {
                 throw new IOException("socket closed");
+            }
+            if (e == EPERM) {
+                // A netfilter rule dropped this datagram in OUTPUT (Linux answers EPERM): for RC that is a lost
+                // packet, which go-back-N recovers, as rxe retries; skip it and send the rest.
+                sent++;
+                batch.refused++;
+                continue;
             }
             if (e != EAGAIN && e != EINTR && e != ENOBUFS) {
                 throw new IOException("sendmmsg: errno " + e);

@@ -394,6 +394,10 @@ final class RoceContext extends AbstractContext {
         try {
             sendCalls.addAndGet(udp.send(batch, to, toIpv4, toPort));
         } finally {
+            if (batch.refused > 0) {
+                counterSet().add(Counter.SEND_ERR, batch.refused);
+                batch.refused = 0;
+            }
             batch.clear();
         }
     }
