@@ -99,13 +99,26 @@ for round in $(seq 1 "$ROUNDS"); do
         sleep 0.1
       done
       touch "$dir/go"
+      # the client (pids[1]) first: a client that fails leaves no f.done, so release the server then, and stop a
+      # run that outlives its time by a minute (a hung run would hold the benchmark lock)
       status=0
-      for pid in "${pids[@]}"; do
-        wait "$pid" || status=1
+      for i in $(seq 1 $(( (RUN_SECONDS + 60) * 10 ))); do
+        kill -0 "${pids[1]}" 2>/dev/null || break
+        sleep 0.1
       done
+      kill "${pids[1]}" 2>/dev/null && status=1
+      wait "${pids[1]}" || status=1
+      touch "$dir/f.done"
+      for i in $(seq 1 100); do
+        kill -0 "${pids[0]}" 2>/dev/null || break
+        sleep 0.1
+      done
+      kill "${pids[0]}" 2>/dev/null || true
+      wait "${pids[0]}" || status=1
       if [ "$status" != 0 ]; then
         echo "roce-loss-netns: $device at $percent% failed in round $round:" >&2
         tail -n 5 "$dir"/*.log >&2
+        printf '%-5s %-5s %-6s %12s\n' "$round" "$percent%" "$device" failed
         continue
       fi
       c="$(grep '^client' "$dir/client.log")"
