@@ -23,7 +23,8 @@ import java.util.Map;
  * client that streams RDMA WRITEs into it for a while and prints its goodput and counters. The two sides exchange
  * their endpoint records through files in a directory both network namespaces see. Settings come from the
  * environment (JCCL_ROCE_ADDRESS, JCCL_ROCE_PORT, JCCL_ROCE_CC, JCCL_ROCE_LINK_MBPS, ...). FLOW_DEVICE names another
- * device to run the same flow over (tcp0 with JCCL_TCP_ADDRESS and JCCL_TCP_PORT: roce-loss-netns.sh compares them).
+ * device to run the same flow over (tcp0 with JCCL_TCP_ADDRESS and JCCL_TCP_PORT: roce-loss-netns.sh compares them);
+ * QP_TIMEOUT the QP's ACK timeout code (default 14).
  *
  * <pre>
  *   java -cp JARS RoceFlow.java server DIR NAME
@@ -56,7 +57,9 @@ public final class RoceFlow {
             String[] peer = Files.readString(peerFile).trim().split(" ");
             Endpoint remote = Endpoint.decode(peer[0]);
             qp.modify(QueuePairAttributes.toReadyToReceive(remote));
-            qp.modify(QueuePairAttributes.toReadyToSend(qp.initialPsn()).timeout(14).retryCount(7));
+            // QP_TIMEOUT: the ACK timeout code (4.096 us * 2^t; 14 = 67 ms), at least JCCL_ROCE_ACK_TIMEOUT_FLOOR_US
+            int timeout = Integer.parseInt(System.getenv().getOrDefault("QP_TIMEOUT", "14"));
+            qp.modify(QueuePairAttributes.toReadyToSend(qp.initialPsn()).timeout(timeout).retryCount(7));
             Path done = dir.resolve(name + ".done");
             if (server) {
                 while (!Files.exists(done)) {

@@ -10,7 +10,8 @@
 #   jccl-transport-roce/scripts/roce-loss-netns.sh            (root; iproute2, nftables; JDK 25)
 #
 # Environment: LOSSES (default "0 1 5"), DEVICES (default "roce0 tcp0"), RUN_SECONDS (default 3), ROUNDS (default
-# 3), MESSAGE_BYTES (default 65536), OUTSTANDING (WRITEs in flight, default 4), JCCL_NETNS_PREFIX (default jrl).
+# 3), MESSAGE_BYTES (default 65536), OUTSTANDING (WRITEs in flight, default 4), JCCL_NETNS_PREFIX (default jrl),
+# QP_TIMEOUT (roce0's ACK timeout code, default 14 = 67 ms; JCCL_ROCE_ACK_TIMEOUT_FLOOR_US still applies).
 # The bed is always taken down at the end.
 # Needs the jars: ./mvnw -o install -DskipTests -pl jccl-common,jccl-verbs,jccl-transport-tcp,jccl-transport-roce
 set -euo pipefail
@@ -76,7 +77,7 @@ field() { # field NAME LINE
   sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"
 }
 
-echo "roce-loss-netns: ${RUN_SECONDS}s per run, $MESSAGE_BYTES-byte WRITEs x $OUTSTANDING, losses: $LOSSES; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "roce-loss-netns: ${RUN_SECONDS}s per run, $MESSAGE_BYTES-byte WRITEs x $OUTSTANDING, losses: $LOSSES, roce0 QP_TIMEOUT ${QP_TIMEOUT:-14}, floor ${JCCL_ROCE_ACK_TIMEOUT_FLOOR_US:-32768} us; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-5s %-5s %-6s %12s %9s %8s %9s\n' round loss device goodput_mbps dropped retries timeouts
 for round in $(seq 1 "$ROUNDS"); do
   for percent in $LOSSES; do
