@@ -1,5 +1,3 @@
-import io.jccl.transport.roce.RoceProvider;
-import io.jccl.transport.roce.RoceSettings;
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.Context;
@@ -13,6 +11,7 @@ import io.jccl.verbs.QueuePairInitAttributes;
 import io.jccl.verbs.SendFlag;
 import io.jccl.verbs.SendOpcode;
 import io.jccl.verbs.SendWorkRequest;
+import io.jccl.verbs.Verbs;
 import io.jccl.verbs.WorkCompletion;
 
 import java.nio.file.Files;
@@ -23,7 +22,9 @@ import java.util.Map;
  * One roce0 flow for the congestion experiment (roce-cc-netns.sh): a server QP that grants REMOTE_WRITE and a
  * client that streams RDMA WRITEs into it for a while and prints its goodput and counters. The two sides exchange
  * their endpoint records through files in a directory both network namespaces see. Settings come from the
- * environment (JCCL_ROCE_ADDRESS, JCCL_ROCE_PORT, JCCL_ROCE_CC, JCCL_ROCE_LINK_MBPS, ...).
+ * environment (JCCL_ROCE_ADDRESS, JCCL_ROCE_PORT, JCCL_ROCE_CC, JCCL_ROCE_LINK_MBPS, ...). FLOW_DEVICE names another
+ * device to run the same flow over (tcp0 with JCCL_TCP_ADDRESS and JCCL_TCP_PORT: roce-loss-netns.sh compares them);
+ * QP_TIMEOUT the QP's ACK timeout code (default 14).
  *
  * <pre>
  *   java -cp JARS RoceFlow.java server DIR NAME
@@ -37,7 +38,8 @@ public final class RoceFlow {
         boolean server = args[0].equals("server");
         Path dir = Path.of(args[1]);
         String name = args[2];
-        try (Context context = RoceProvider.device().open(RoceSettings.fromConfig())) {
+        String device = System.getenv().getOrDefault("FLOW_DEVICE", "roce0");
+        try (Context context = Verbs.device(device).open()) {
             ProtectionDomain pd = context.allocateProtectionDomain();
             CompletionQueue cq = context.createCompletionQueue(256);
             QueuePair qp = pd.createQueuePair(QueuePairInitAttributes.of(cq));
@@ -55,7 +57,9 @@ public final class RoceFlow {
             String[] peer = Files.readString(peerFile).trim().split(" ");
             Endpoint remote = Endpoint.decode(peer[0]);
             qp.modify(QueuePairAttributes.toReadyToReceive(remote));
-            qp.modify(QueuePairAttributes.toReadyToSend(qp.initialPsn()).timeout(14).retryCount(7));
+            // QP_TIMEOUT: the ACK timeout code (4.096 us * 2^t; 14 = 67 ms), at least JCCL_ROCE_ACK_TIMEOUT_FLOOR_US
+            int timeout = Integer.parseInt(System.getenv().getOrDefault("QP_TIMEOUT", "14"));
+            qp.modify(QueuePairAttributes.toReadyToSend(qp.initialPsn()).timeout(timeout).retryCount(7));
             Path done = dir.resolve(name + ".done");
             if (server) {
                 while (!Files.exists(done)) {

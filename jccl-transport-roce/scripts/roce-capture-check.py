@@ -4,7 +4,8 @@
 # kernel put on the wire (identification, DF) — the fields the receiver assumes when it verifies the ICRC.
 # Needs root (AF_PACKET) and python3-scapy. Usage: roce-capture-check.py [iface] [seconds] [udp-port ...]
 # Prints "ready" once capturing. With no ports, every UDP datagram whose payload parses as a BTH with TVer 0 and
-# P_Key 0xFFFF is checked.
+# P_Key 0xFFFF is checked. Then one line per destination QP: "flow dqpn=0x... sports=[...]", the UDP source ports
+# its packets came from (RoCEv2 senders use the flow-label port of the QP pair).
 import sys
 from scapy.all import sniff, bind_layers, IP, UDP
 from scapy.contrib.roce import BTH
@@ -25,6 +26,7 @@ packets = sniff(iface=iface, timeout=seconds, lfilter=plausible,
                 started_callback=lambda: print("ready", flush=True))
 checked = bad_icrc = nonzero_id = no_df = 0
 opcodes = {}
+sports = {}
 for p in packets:
     raw = bytes(p[IP])
     bind_layers(UDP, BTH, dport=p[UDP].dport)
@@ -32,6 +34,7 @@ for p in packets:
     bth = ip[BTH]
     checked += 1
     opcodes[bth.opcode] = opcodes.get(bth.opcode, 0) + 1
+    sports.setdefault(bth.dqpn, set()).add(p[UDP].sport)
     if bth.compute_icrc(None) != raw[-4:]:
         bad_icrc += 1
     if ip.id != 0:
@@ -40,4 +43,6 @@ for p in packets:
         no_df += 1
 print("packets %d, opcodes %s, ICRC mismatches %d, IPv4 id != 0: %d, without DF: %d"
       % (checked, {hex(k): v for k, v in sorted(opcodes.items())}, bad_icrc, nonzero_id, no_df))
+for dqpn, ports_seen in sorted(sports.items()):
+    print("flow dqpn=0x%x sports=%s" % (dqpn, sorted(ports_seen)))
 sys.exit(0 if checked > 0 and bad_icrc == 0 and nonzero_id == 0 and no_df == 0 else 1)

@@ -1,6 +1,7 @@
 package io.jccl.collectives;
 
 import io.jccl.collectives.bootstrap.Bootstrap;
+import io.jccl.collectives.bootstrap.DeviceChoice;
 import io.jccl.collectives.direct.DirectAllReduce;
 import io.jccl.collectives.kernel.ReduceKernels;
 import io.jccl.collectives.message.DeviceResources;
@@ -12,7 +13,9 @@ import io.jccl.collectives.tuning.LinkParameters;
 import io.jccl.collectives.tuning.TuningParameters;
 import io.jccl.common.CpuAffinity;
 import io.jccl.common.Log;
+import io.jccl.verbs.Device;
 import io.jccl.verbs.LinkLayer;
+import io.jccl.verbs.Verbs;
 
 import java.util.ArrayList;
 import java.util.Collection;
@@ -133,6 +136,11 @@ final class RankSetup {
                     + ": " + p.reason() + (p.directlyMapped() ? "; direct load/store of its buffers" : ""));
             }
         }
+        if (size > 1 && log.enabled(Log.Level.INFO, Log.Subsys.INIT)) {
+            for (String unused : devicesNotConsidered(options)) {
+                log.info(rank, Log.Subsys.INIT, () -> unused);
+            }
+        }
         if (size > 1) {
             boolean wantDirect = joined.directPath() != null;
             log.info(rank, Log.Subsys.INIT, () -> "communicator '" + options.name() + "' rank " + rank + "/" + size
@@ -145,6 +153,25 @@ final class RankSetup {
                 log.info(rank, Log.Subsys.TUNING, CostModel.table(size, tuning, filter));
             }
         }
+    }
+
+    /**
+     * Why each device on the class path that is not in the preferred order was not considered ({@code roce0 not
+     * considered: not a default device ...}): without it, INFO says nothing of a provider the job could have used.
+     * Scans the providers (tens of ms): called only when INFO is on.
+     */
+    static List<String> devicesNotConsidered(CommunicatorOptions options) {
+        List<String> order = new DeviceChoice(options).order();
+        List<String> lines = new ArrayList<>();
+        for (Device d : Verbs.devices()) {
+            if (!order.contains(d.name())) {
+                lines.add(d.name() + " not considered: " + (options.transports().isBlank()
+                    ? "not a default device (default order " + String.join(",", order) + ")"
+                    : "not in JCCL_TRANSPORT=" + options.transports()) + "; JCCL_TRANSPORT=" + d.name()
+                    + " selects it");
+            }
+        }
+        return lines;
     }
 
     /**

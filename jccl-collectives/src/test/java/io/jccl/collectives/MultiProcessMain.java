@@ -2,10 +2,59 @@ package io.jccl.collectives;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 
 /** Entry point of the multi-JVM tests: one rank per process, configured by JCCL_* environment variables. */
 public final class MultiProcessMain {
     private MultiProcessMain() {
+    }
+
+    /**
+     * All-reduce, all-gather and broadcast at a few sizes (one element to past the chunk size, so that chunked and
+     * pipelined paths run), every element checked: a short correctness run over a provider named by JCCL_TRANSPORT.
+     */
+    static void small(Communicator c) {
+        int n = c.size();
+        int r = c.rank();
+        try (Arena arena = Arena.ofConfined()) {
+            for (long count : new long[] {1, 1000, 70_000, 300_000}) {
+                MemorySegment buf = arena.allocate(count * 4, 64);
+                for (long i = 0; i < count; i++) {
+                    buf.setAtIndex(ValueLayout.JAVA_INT, i, (int) (i * 7 + r));
+                }
+                c.allReduce(buf, count, DataType.INT32, ReduceOp.SUM);
+                for (long i = 0; i < count; i++) {
+                    int want = (int) (n * (i * 7) + (long) n * (n - 1) / 2);
+                    check(buf.getAtIndex(ValueLayout.JAVA_INT, i) == want, "all-reduce", count, i);
+                }
+                MemorySegment send = arena.allocate(count * 4, 64);
+                MemorySegment recv = arena.allocate(count * 4 * n, 64);
+                for (long i = 0; i < count; i++) {
+                    send.setAtIndex(ValueLayout.JAVA_INT, i, (int) (r * 1_000_003L + i));
+                }
+                c.allGather(send, recv, count, DataType.INT32);
+                for (int j = 0; j < n; j++) {
+                    for (long i = 0; i < count; i++) {
+                        check(recv.getAtIndex(ValueLayout.JAVA_INT, j * count + i) == (int) (j * 1_000_003L + i),
+                            "all-gather", count, j * count + i);
+                    }
+                }
+                int root = (int) (count % n);
+                for (long i = 0; i < count; i++) {
+                    buf.setAtIndex(ValueLayout.JAVA_INT, i, r == root ? (int) (i ^ 0x5A5A5A5A) : -1);
+                }
+                c.broadcast(buf, count, DataType.INT32, root);
+                for (long i = 0; i < count; i++) {
+                    check(buf.getAtIndex(ValueLayout.JAVA_INT, i) == (int) (i ^ 0x5A5A5A5A), "broadcast", count, i);
+                }
+            }
+        }
+    }
+
+    private static void check(boolean ok, String collective, long count, long index) {
+        if (!ok) {
+            throw new AssertionError(collective + " of " + count + " elements: wrong element " + index);
+        }
     }
 
     public static void main(String[] args) throws Exception {
@@ -89,6 +138,10 @@ public final class MultiProcessMain {
                         c.barrier();
                     }
                     System.out.println("DONE rank " + c.rank());
+                }
+                case "small" -> {
+                    small(c);
+                    System.out.println("OK rank " + c.rank());
                 }
                 case "bench" -> Bench.run(c, args);
                 case "revoke", "shrink" -> ResilienceMain.run(mode, c, args);

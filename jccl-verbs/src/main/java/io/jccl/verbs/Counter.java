@@ -64,7 +64,14 @@ public enum Counter {
     /** Congestion notification packets that cut a queue pair's rate, DCQCN's reaction point (mlx5's rp_cnp_handled). */
     RP_CNP_HANDLED("rp_cnp_handled"),
     /** Congestion notification packets received while no rate controller reacts to them (mlx5's rp_cnp_ignored). */
-    RP_CNP_IGNORED("rp_cnp_ignored");
+    RP_CNP_IGNORED("rp_cnp_ignored"),
+    /** Packets the host refused to send, e.g. dropped by a firewall rule on the way out (rxe's send_err). */
+    SEND_ERR("send_err"),
+    /**
+     * Queue pairs of a RoCEv2 device that send from the device's own UDP port because their flow-label source port
+     * could not be bound (another program holds it).
+     */
+    UDP_SPORT_FALLBACK("udp_sport_fallback");
 
     private final String linuxName;
 

@@ -34,6 +34,7 @@ final class FfmUdpSocket extends UdpIo {
     static final int SOL_SOCKET = 1;
     static final int SO_SNDBUF = 7;
     static final int SO_RCVBUF = 8;
+    static final int SO_REUSEPORT = 15;
     static final int IPPROTO_IP = 0;
     static final int IP_TOS = 1;
     static final int IP_MTU_DISCOVER = 10;
@@ -41,6 +42,7 @@ final class FfmUdpSocket extends UdpIo {
     static final int IP_PMTUDISC_DO = 2;
     static final int MSG_DONTWAIT = 0x40;
     static final int MSG_TRUNC = 0x20;
+    static final int EPERM = 1;
     static final int EINTR = 4;
     static final int EAGAIN = 11;
     static final int ENOBUFS = 105;
@@ -146,6 +148,11 @@ final class FfmUdpSocket extends UdpIo {
     private volatile boolean closed;
 
     FfmUdpSocket(InetAddress address, int port) throws IOException {
+        this(address, port, false);
+    }
+
+    /** As above; {@code sendOnly}: SO_REUSEPORT, no IP_RECVTOS, the smallest receive buffer ({@link #openSendOnly}). */
+    FfmUdpSocket(InetAddress address, int port, boolean sendOnly) throws IOException {
         Arena arena = Arena.ofAuto();
         MemorySegment state = arena.allocate(CALL_STATE);
         int s;
@@ -161,8 +168,13 @@ final class FfmUdpSocket extends UdpIo {
         boolean ok = false;
         try {
             setInt(arena, state, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO, "IP_MTU_DISCOVER");
-            setInt(arena, state, IPPROTO_IP, IP_RECVTOS, 1, "IP_RECVTOS");
-            setInt(arena, state, SOL_SOCKET, SO_RCVBUF, SOCKET_BUFFER_BYTES, "SO_RCVBUF");
+            if (sendOnly) {
+                setInt(arena, state, SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT");
+                setInt(arena, state, SOL_SOCKET, SO_RCVBUF, 1, "SO_RCVBUF"); // the kernel's minimum
+            } else {
+                setInt(arena, state, IPPROTO_IP, IP_RECVTOS, 1, "IP_RECVTOS");
+                setInt(arena, state, SOL_SOCKET, SO_RCVBUF, SOCKET_BUFFER_BYTES, "SO_RCVBUF");
+            }
             setInt(arena, state, SOL_SOCKET, SO_SNDBUF, SOCKET_BUFFER_BYTES, "SO_SNDBUF");
             MemorySegment sin = arena.allocate(TxBatch.SOCKADDR_IN_BYTES, 8);
             sin.set(ValueLayout.JAVA_SHORT, 0, (short) AF_INET);
@@ -253,6 +265,13 @@ final class FfmUdpSocket extends UdpIo {
             int e = errno(batch.callState);
             if (closed) {
                 throw new IOException("socket closed");
+            }
+            if (e == EPERM) {
+                // A netfilter rule dropped this datagram in OUTPUT (Linux answers EPERM): for RC that is a lost
+                // packet, which go-back-N recovers, as rxe retries; skip it and send the rest.
+                sent++;
+                batch.refused++;
+                continue;
             }
             if (e != EAGAIN && e != EINTR && e != ENOBUFS) {
                 throw new IOException("sendmmsg: errno " + e);

@@ -24,10 +24,18 @@ final class NioUdpSocket extends UdpIo {
     private int lastSenderIpv4;
 
     NioUdpSocket(InetAddress address, int port) throws IOException {
+        this(address, port, false);
+    }
+
+    /** As above; {@code sendOnly}: SO_REUSEPORT and the smallest receive buffer ({@link #openSendOnly}). */
+    NioUdpSocket(InetAddress address, int port, boolean sendOnly) throws IOException {
         channel = DatagramChannel.open(StandardProtocolFamily.INET);
         try {
             channel.setOption(jdk.net.ExtendedSocketOptions.IP_DONTFRAGMENT, true);
-            channel.setOption(StandardSocketOptions.SO_RCVBUF, SOCKET_BUFFER_BYTES);
+            if (sendOnly) {
+                channel.setOption(StandardSocketOptions.SO_REUSEPORT, true);
+            }
+            channel.setOption(StandardSocketOptions.SO_RCVBUF, sendOnly ? 1 : SOCKET_BUFFER_BYTES);
             channel.setOption(StandardSocketOptions.SO_SNDBUF, SOCKET_BUFFER_BYTES);
             channel.bind(new InetSocketAddress(address, port));
             // non-blocking: the receive thread polls, then parks in the selector (never sleeps inside receive)

@@ -46,7 +46,7 @@ final class NotificationPoint {
         }
         context.counterSet().increment(Counter.NP_ECN_MARKED_ROCE_PACKETS);
         InetSocketAddress peer = qp.remoteSocket();
-        if (peer == null || qp.remoteIpv4() != sourceIpv4 || qp.remotePort() != sourcePort) {
+        if (peer == null || !qp.fromPeer(sourceIpv4, sourcePort)) {
             return; // not from the QP's peer: the QP drops it too, and a CNP would go to a stranger
         }
         long last = qp.lastCnpNs;
@@ -60,12 +60,13 @@ final class NotificationPoint {
         for (int i = BthFlyweight.LENGTH; i < BthFlyweight.LENGTH + RoceOpcode.CNP_RESERVED_LENGTH; i++) {
             packet.put(i, (byte) 0);
         }
-        int value = icrc.computeIpv4(context.localIpv4(), sourceIpv4, 0, RoceContext.DONT_FRAGMENT,
-            context.localPort(), sourcePort, packet, 0, length);
+        // to the peer's context port (where it receives), from the QP's own source port, as its other packets
+        int value = icrc.computeIpv4(context.localIpv4(), qp.remoteIpv4(), 0, RoceContext.DONT_FRAGMENT,
+            qp.txSourcePort(), qp.remotePort(), packet, 0, length);
         Icrc.put(packet, 0, length, value);
         context.queue(tx, length);
         try {
-            context.flush(tx, peer, sourceIpv4, sourcePort);
+            context.flush(tx, qp.txSocket(), peer, qp.remoteIpv4(), qp.remotePort());
         } catch (IOException e) {
             Log.get().warn(-1, Log.Subsys.NET, "roce0: CNP to " + peer + " failed: " + e);
             return;

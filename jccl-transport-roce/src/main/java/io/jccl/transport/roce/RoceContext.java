@@ -137,6 +137,27 @@ final class RoceContext extends AbstractContext {
     private long pollerDrives;
     /** IP TOS byte of every packet sent: DSCP 0, ECN-Capable Transport 0, so a switch marks rather than drops. */
     static final int SEND_TOS = EcnSource.ECT_0;
+    /** Variable: 1 (default) sends each QP's packets from its flow-label UDP source port, 0 from the context's. */
+    static final String FLOW_SPORT_ENV = "JCCL_ROCE_FLOW_SPORT";
+    /** Whether QPs send from their flow-label source port ({@link #FLOW_SPORT_ENV}). */
+    private final boolean flowSourcePorts;
+    /**
+     * Send-only sockets bound to flow-label source ports, one per port in use, shared by the QPs of this context
+     * that hash to the same port (counted in {@link FlowSocket#users}); guarded by itself.
+     */
+    private final java.util.Map<Integer, FlowSocket> flowSockets = new java.util.HashMap<>();
+    /** The TOS byte the sockets send with (flow sockets opened later take it too); guarded by flowSockets. */
+    private int sendTos = SEND_TOS;
+
+    /** A flow-label socket and how many QPs send from it. */
+    private static final class FlowSocket {
+        final UdpIo io;
+        int users;
+
+        FlowSocket(UdpIo io) {
+            this.io = io;
+        }
+    }
     /** Congestion control of the QPs this context creates from now on (tests change it). */
     private volatile RoceCongestionSettings congestion;
     /** A test's stand-in for the TOS byte the socket reports (null: the socket's; see {@link EcnSource}). */
@@ -193,6 +214,13 @@ final class RoceContext extends AbstractContext {
                 + ": use 1 (application polls receive) or 0 (only the receive thread)");
         }
         pollDriven = driven == 1;
+        long flowSport = io.jccl.common.Config.longValue(FLOW_SPORT_ENV, 1);
+        if (flowSport != 0 && flowSport != 1) {
+            closeQuietly();
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, FLOW_SPORT_ENV + "=" + flowSport
+                + ": use 1 (each QP sends from its flow-label UDP source port) or 0 (from the context's port)");
+        }
+        flowSourcePorts = flowSport == 1;
         pKeys = settings.pKeys().stream().mapToInt(Integer::intValue).toArray();
         try {
             congestion = RoceCongestionSettings.fromConfig();
@@ -388,12 +416,21 @@ final class RoceContext extends AbstractContext {
      * @throws IOException when the socket fails
      */
     void flush(TxBatch batch, InetSocketAddress to, int toIpv4, int toPort) throws IOException {
+        flush(batch, null, to, toIpv4, toPort);
+    }
+
+    /** As above, from {@code via} (a QP's flow-label socket, {@link #acquireFlowSocket}), or null: the context's. */
+    void flush(TxBatch batch, UdpIo via, InetSocketAddress to, int toIpv4, int toPort) throws IOException {
         if (batch.count() == 0) {
             return;
         }
         try {
-            sendCalls.addAndGet(udp.send(batch, to, toIpv4, toPort));
+            sendCalls.addAndGet((via != null ? via : udp).send(batch, to, toIpv4, toPort));
         } finally {
+            if (batch.refused > 0) {
+                counterSet().add(Counter.SEND_ERR, batch.refused);
+                batch.refused = 0;
+            }
             batch.clear();
         }
     }
@@ -427,9 +464,73 @@ final class RoceContext extends AbstractContext {
             throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, "roce0: TOS " + tos + " outside 0..255");
         }
         try {
-            udp.trafficClass(tos);
+            synchronized (flowSockets) {
+                udp.trafficClass(tos);
+                for (FlowSocket f : flowSockets.values()) {
+                    f.io.trafficClass(tos);
+                }
+                sendTos = tos;
+            }
         } catch (IOException e) {
             throw new VerbsException(VerbsException.Reason.SYSTEM, "roce0: cannot set IP_TOS " + tos + ": " + e, e);
+        }
+    }
+
+    /**
+     * The send-only socket bound to this context's address and UDP source port {@code port} (a QP's flow-label
+     * port, {@link io.jccl.transport.roce.wire.UdpSourcePort}), opened on first use and shared by the QPs that hash
+     * to it; null when {@link #FLOW_SPORT_ENV} is 0, or when the port cannot be bound (another program holds it:
+     * counted in {@code udp_sport_fallback}): the QP then sends from the context's socket. Cold path (RTR).
+     */
+    UdpIo acquireFlowSocket(int port) {
+        if (!flowSourcePorts || port == localPort) {
+            return null;
+        }
+        synchronized (flowSockets) {
+            if (closing) {
+                return null;
+            }
+            FlowSocket f = flowSockets.get(port);
+            if (f == null) {
+                UdpIo io;
+                try {
+                    io = UdpIo.openSendOnly(udp, settings.inetAddress(), port);
+                } catch (IOException | RuntimeException e) {
+                    counterSet().increment(Counter.UDP_SPORT_FALLBACK);
+                    Log.get().info(-1, Log.Subsys.NET, () -> "roce0 " + addressText + ": flow-label source port "
+                        + port + " unavailable (" + e.getMessage() + "); that QP sends from port " + localPort);
+                    return null;
+                }
+                try {
+                    io.trafficClass(sendTos);
+                } catch (IOException e) {
+                    io.close();
+                    counterSet().increment(Counter.UDP_SPORT_FALLBACK);
+                    return null;
+                }
+                f = new FlowSocket(io);
+                flowSockets.put(port, f);
+            }
+            f.users++;
+            return f.io;
+        }
+    }
+
+    /** A QP no longer sends from flow-label port {@code port}; the last one closes its socket. */
+    void releaseFlowSocket(int port) {
+        synchronized (flowSockets) {
+            FlowSocket f = flowSockets.get(port);
+            if (f != null && --f.users == 0) {
+                flowSockets.remove(port);
+                f.io.close();
+            }
+        }
+    }
+
+    /** Flow-label sockets open now (tests). */
+    int flowSocketCount() {
+        synchronized (flowSockets) {
+            return flowSockets.size();
         }
     }
 
@@ -772,6 +873,12 @@ final class RoceContext extends AbstractContext {
 
     private void closeQuietly() {
         udp.close();
+        synchronized (flowSockets) {
+            for (FlowSocket f : flowSockets.values()) {
+                f.io.close();
+            }
+            flowSockets.clear();
+        }
     }
 
     /** "ffm"/"nio", the port and the I/O statistics (diagnostics). */

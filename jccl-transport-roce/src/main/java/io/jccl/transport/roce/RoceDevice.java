@@ -4,6 +4,7 @@ import io.jccl.verbs.Context;
 import io.jccl.verbs.Device;
 import io.jccl.verbs.LinkLayer;
 import io.jccl.verbs.Reach;
+import io.jccl.verbs.VerbsException;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -75,6 +76,25 @@ public final class RoceDevice implements Device {
     @Override
     public Context openToQuery() {
         return open(RoceSettings.fromConfig().withPort(0));
+    }
+
+    /**
+     * Opens a context for peers within {@code peers}. For peers on other hosts ({@link Reach#NETWORK}: a collective
+     * whose ranks span hosts) a loopback {@code JCCL_ROCE_ADDRESS} (the default, 127.0.0.1) is refused with the
+     * reason instead of opened: every packet a peer sent to it would go to the peer's own loopback and the job would
+     * hang until its timeout. The caller records the reason (a communicator logs it at INFO and uses its next device).
+     *
+     * @throws VerbsException (CONNECTION) for a loopback address with peers on other hosts
+     */
+    @Override
+    public Context open(Reach peers) {
+        RoceSettings settings = RoceSettings.fromConfig();
+        if (peers == Reach.NETWORK && settings.inetAddress().isLoopbackAddress()) {
+            throw new VerbsException(VerbsException.Reason.CONNECTION, NAME
+                + " is bound to " + settings.address() + " (" + RoceSettings.ADDRESS_ENV + "), which peers on other"
+                + " hosts cannot reach: set " + RoceSettings.ADDRESS_ENV + " to this host's address on their network");
+        }
+        return open(settings);
     }
 
     /** Opens a context with {@code settings}. */

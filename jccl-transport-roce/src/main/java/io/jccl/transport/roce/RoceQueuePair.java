@@ -98,8 +98,15 @@ final class RoceQueuePair extends AbstractQueuePair {
     private InetSocketAddress remoteSocket;
     private int remoteIpv4;
     private int remotePort;
-    /** The source port rdma_get_udp_sport gives this QP pair; see docs/transport-roce.md for why it is not used. */
+    /**
+     * The source port rdma_get_udp_sport gives this QP pair (the same at both ends: the flow label is a product of
+     * the two QP numbers), set at RTR; the peer's packets come from it, or from its context's port.
+     */
     private int flowUdpSourcePort;
+    /** The socket this QP's packets leave from: its flow-label port's, or null for the context's (fallback). */
+    private UdpIo txSocket;
+    /** The UDP source port of this QP's packets (in their ICRC): {@link #flowUdpSourcePort} or the context's. */
+    private int txSourcePort;
     /** The P_Key this QP sends and accepts (the port's table entry at pkey_index). */
     private int pKey = BthFlyweight.DEFAULT_PKEY;
 
@@ -215,6 +222,24 @@ final class RoceQueuePair extends AbstractQueuePair {
         return remotePort;
     }
 
+    /**
+     * Whether a datagram from {@code sourceIpv4:sourcePort} comes from this QP's peer: its address, and its
+     * context's port or this pair's flow-label source port.
+     */
+    boolean fromPeer(int sourceIpv4, int sourcePort) {
+        return sourceIpv4 == remoteIpv4 && (sourcePort == remotePort || sourcePort == flowUdpSourcePort);
+    }
+
+    /** The socket this QP sends from (null: the context's), for the CNPs the notification point sends for it. */
+    UdpIo txSocket() {
+        return txSocket;
+    }
+
+    /** The UDP source port of the packets this QP sends. */
+    int txSourcePort() {
+        return txSourcePort;
+    }
+
     /** The peer's queue pair number (dest_qp_num). */
     int peerQpNumber() {
         return destQpNumber;
@@ -262,7 +287,13 @@ final class RoceQueuePair extends AbstractQueuePair {
         remoteSocket = new InetSocketAddress(ip, port);
         remoteIpv4 = RoceContext.ipv4(ip);
         remotePort = port;
-        flowUdpSourcePort = UdpSourcePort.of(0, queuePairNumber, remote.queuePairNumber());
+        int flowPort = UdpSourcePort.of(0, queuePairNumber, remote.queuePairNumber());
+        if (txSocket != null) { // connected again (after a reset): the old pair's port goes back
+            roce.releaseFlowSocket(flowUdpSourcePort);
+        }
+        flowUdpSourcePort = flowPort;
+        txSocket = roce.acquireFlowSocket(flowPort);
+        txSourcePort = txSocket != null ? flowPort : roce.localPort();
     }
 
     @Override
@@ -560,7 +591,7 @@ final class RoceQueuePair extends AbstractQueuePair {
      * lock is about to be released); a request arms the local ACK timer if it is off.
      */
     private boolean transmitPacket(int length, boolean request) {
-        int value = icrc.computeIpv4(roce.localIpv4(), remoteIpv4, 0, RoceContext.DONT_FRAGMENT, roce.localPort(),
+        int value = icrc.computeIpv4(roce.localIpv4(), remoteIpv4, 0, RoceContext.DONT_FRAGMENT, txSourcePort,
             remotePort, tx, 0, length);
         Icrc.put(tx, 0, length, value);
         if (request && pacer != null && bth.wrap(tx, 0).ackRequest()) {
@@ -600,7 +631,7 @@ final class RoceQueuePair extends AbstractQueuePair {
     private boolean flushTx() {
         ackHeld = false;
         try {
-            roce.flush(txBatch, remoteSocket, remoteIpv4, remotePort);
+            roce.flush(txBatch, txSocket, remoteSocket, remoteIpv4, remotePort);
             return true;
         } catch (IOException e) {
             Log.get().warn(-1, Log.Subsys.NET, "roce0: QP 0x" + Integer.toHexString(queuePairNumber)
@@ -806,8 +837,7 @@ final class RoceQueuePair extends AbstractQueuePair {
         lockWithoutQueueing();
         try {
             if (isClosed() || (state != QueuePairState.READY_TO_RECEIVE && state != QueuePairState.READY_TO_SEND
-                && state != QueuePairState.SEND_QUEUE_DRAINED) || sourceIpv4 != remoteIpv4
-                || sourcePort != remotePort) {
+                && state != QueuePairState.SEND_QUEUE_DRAINED) || !fromPeer(sourceIpv4, sourcePort)) {
                 context.counterSet().increment(Counter.PORT_RCV_ERRORS);
                 return;
             }
@@ -845,8 +875,7 @@ final class RoceQueuePair extends AbstractQueuePair {
         lockWithoutQueueing();
         try {
             if (isClosed() || (state != QueuePairState.READY_TO_RECEIVE && state != QueuePairState.READY_TO_SEND
-                && state != QueuePairState.SEND_QUEUE_DRAINED) || sourceIpv4 != remoteIpv4
-                || sourcePort != remotePort) {
+                && state != QueuePairState.SEND_QUEUE_DRAINED) || !fromPeer(sourceIpv4, sourcePort)) {
                 context.counterSet().increment(Counter.PORT_RCV_ERRORS);
                 return;
             }
@@ -1365,7 +1394,11 @@ final class RoceQueuePair extends AbstractQueuePair {
 
     @Override
     protected void destroy() {
-        // The socket belongs to the context.
+        // The socket belongs to the context; the flow-label one is shared by the QPs that hash to its port.
         roce.removeTimed(this);
+        if (txSocket != null) {
+            txSocket = null;
+            roce.releaseFlowSocket(flowUdpSourcePort);
+        }
     }
 }

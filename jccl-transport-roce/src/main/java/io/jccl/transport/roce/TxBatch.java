@@ -41,6 +41,11 @@ final class TxBatch {
     private final MemorySegment destination;
     /** errno of a failed call ({@code Linker.Option.captureCallState}), one per batch: no allocation per call. */
     final MemorySegment callState;
+    /**
+     * Datagrams of this batch the kernel refused (EPERM: a netfilter rule dropped it on the way out) and the send
+     * skipped; the context counts them as {@code send_err} and resets it.
+     */
+    int refused;
     private int destinationIpv4;
     private int destinationPort = -1;
     private int count;

@@ -51,6 +51,19 @@ abstract class UdpIo implements AutoCloseable {
         }
     }
 
+    /**
+     * Opens a send-only socket of the same kind as {@code like}, bound to {@code address:port} with SO_REUSEPORT
+     * (contexts of this host that pick the same flow-label port share it; a socket of another program without the
+     * option still refuses it): a queue pair's packets leave from it so that their UDP source port is the one
+     * RoCEv2 derives from the flow label. No IP_RECVTOS and the smallest receive buffer: nothing is read from it.
+     *
+     * @throws IOException when the port cannot be bound (taken) or the socket not opened
+     */
+    static UdpIo openSendOnly(UdpIo like, InetAddress address, int port) throws IOException {
+        return like instanceof FfmUdpSocket ? new FfmUdpSocket(address, port, true) : new NioUdpSocket(address, port,
+            true);
+    }
+
     /** "ffm" or "nio" (devinfo, tests, benchmarks). */
     abstract String kind();
 

@@ -1,8 +1,10 @@
 package io.jccl.transport.roce;
 
+import io.jccl.transport.roce.wire.UdpSourcePort;
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.Context;
+import io.jccl.verbs.Counter;
 import io.jccl.verbs.MemoryRegion;
 import io.jccl.verbs.ProtectionDomain;
 import io.jccl.verbs.QueuePair;
@@ -28,7 +30,10 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * The packets roce0 really puts on the wire, checked by tools JCCL did not write: scapy captures them on loopback
  * ({@code scripts/roce-capture-check.py}), decodes the BTH and computes the ICRC, and reads the IPv4 header the
  * kernel wrote, which must carry identification 0 and Don't Fragment (the receiver's ICRC check assumes both).
- * Needs root (a packet socket) and python3-scapy; skipped, saying which is missing, elsewhere.
+ * Every packet of a QP must leave from the UDP source port RoCEv2 derives from the pair's flow label
+ * ({@code rdma_get_udp_sport}, {@link io.jccl.transport.roce.wire.UdpSourcePort}): two QP pairs run, and the capture
+ * lists the source ports seen per destination QP. Needs root (a packet socket) and python3-scapy; skipped, saying
+ * which is missing, elsewhere.
  */
 class RoceCaptureSystemTest {
     private static final String PYTHON = "/usr/bin/python3";
@@ -79,6 +84,7 @@ class RoceCaptureSystemTest {
         RoceSettings settings = new RoceSettings("127.0.0.1", 0, 256);
         try (Context ca = RoceProvider.device().open(settings); Context cb = RoceProvider.device().open(settings)) {
             LoopbackQueuePairs pair = LoopbackQueuePairs.connect(ca, cb, 64, AccessFlag.REMOTE_WRITE);
+            LoopbackQueuePairs second = LoopbackQueuePairs.connect(ca, cb, 64, AccessFlag.REMOTE_WRITE);
             ProtectionDomain pa = pair.pa();
             ProtectionDomain pb = pair.pb();
             CompletionQueue qa = pair.qa();
@@ -97,6 +103,8 @@ class RoceCaptureSystemTest {
             assertEquals("ready", line, "sniffer did not start: " + log);
             MemoryRegion ma = pa.allocateMemory(4096, AccessFlag.LOCAL_WRITE);
             MemoryRegion mb = pb.allocateMemory(4096, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE);
+            MemoryRegion ma2 = second.pa().allocateMemory(4096, AccessFlag.LOCAL_WRITE);
+            MemoryRegion mb2 = second.pb().allocateMemory(4096, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE);
             // Traffic until the capture ends: however late the packet socket really starts, it sees packets.
             long deadline = System.nanoTime() + 60_000_000_000L;
             int rounds = 0;
@@ -110,6 +118,9 @@ class RoceCaptureSystemTest {
                     a.postSend(new SendWorkRequest().opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
                         .local(ma, 0, size).remote(mb.address(), mb.rkey()));
                     poll(qa);
+                    second.a().postSend(new SendWorkRequest().opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+                        .local(ma2, 0, size).remote(mb2.address(), mb2.rkey()));
+                    poll(second.qa());
                 }
                 rounds++;
                 Thread.sleep(10); // a few thousand packets are plenty for the capture to check
@@ -121,6 +132,16 @@ class RoceCaptureSystemTest {
             assertTrue(sniffer.waitFor(60, TimeUnit.SECONDS), "sniffer did not finish");
             assertEquals(0, sniffer.exitValue(), log.toString());
             assertTrue(log.toString().contains("ICRC mismatches 0"), log.toString());
+            // each QP's packets (requests one way, ACKs the other) from its pair's flow-label port, and no other
+            for (LoopbackQueuePairs p : new LoopbackQueuePairs[] {pair, second}) {
+                int sport = UdpSourcePort.of(0, p.a().queuePairNumber(), p.b().queuePairNumber());
+                for (QueuePair to : new QueuePair[] {p.a(), p.b()}) {
+                    assertTrue(log.toString().contains("flow dqpn=0x" + Integer.toHexString(to.queuePairNumber())
+                        + " sports=[" + sport + "]"), "QP 0x" + Integer.toHexString(to.queuePairNumber())
+                        + " should receive only from port " + sport + ":\n" + log);
+                }
+            }
+            assertEquals(0, ((RoceContext) ca).counters().getOrDefault(Counter.UDP_SPORT_FALLBACK, 0L));
             System.out.print("roce capture check: " + log);
         }
     }
