@@ -132,7 +132,10 @@ final class RoceContext extends AbstractContext {
     private volatile int lastTos = -1;
     // I/O statistics (relaxed: diagnostics and tests, never decisions)
     private final java.util.concurrent.atomic.AtomicLong sendCalls = new java.util.concurrent.atomic.AtomicLong();
+    private final java.util.concurrent.atomic.AtomicLong sendDatagrams =
+        new java.util.concurrent.atomic.AtomicLong();
     private long receiveCalls;
+    private long receiveDatagrams;
     private long receiveWaits;
     private long pollerDrives;
     /** IP TOS byte of every packet sent: DSCP 0, ECN-Capable Transport 0, so a switch marks rather than drops. */
@@ -151,7 +154,7 @@ final class RoceContext extends AbstractContext {
     }
 
     // Whoever holds the receive lock.
-    private final RxRing ring = new RxRing(RxRing.DEFAULT_CAPACITY);
+    private final RxRing ring;
     private final BthFlyweight rxBth = new BthFlyweight();
     private final Icrc rxIcrc = new Icrc();
 
@@ -170,6 +173,7 @@ final class RoceContext extends AbstractContext {
             throw new VerbsException(VerbsException.Reason.SYSTEM, "roce0: cannot bind UDP " + settings.address()
                 + ":" + settings.port() + " (" + e + "); set JCCL_ROCE_PORT to a free port, or 0 for any", e);
         }
+        ring = RxRing.forSocket(udp.gro());
         localPort = udp.localPort();
         receiveBufferBytes = udp.receiveBufferBytes();
         localIpv4 = ipv4(address);
@@ -375,7 +379,7 @@ final class RoceContext extends AbstractContext {
         if (filter != null && filter.drop(batch.buffer(), length)) {
             return; // lost on the way (tests)
         }
-        batch.commit(length);
+        batch.commit(length, udp.gso());
         counterSet().increment(Counter.PORT_XMIT_PACKETS);
         counterSet().increment(Counter.SENT_PKTS);
         counterSet().add(Counter.PORT_XMIT_DATA, length); // bytes, as every JCCL data counter
@@ -393,6 +397,7 @@ final class RoceContext extends AbstractContext {
         }
         try {
             sendCalls.addAndGet(udp.send(batch, to, toIpv4, toPort));
+            sendDatagrams.addAndGet(batch.messageCount()); // GSO messages count once (the kernel's sends)
         } finally {
             batch.clear();
         }
@@ -451,6 +456,26 @@ final class RoceContext extends AbstractContext {
     /** Send system calls so far (sendmmsg or send). */
     long sendSystemCalls() {
         return sendCalls.get();
+    }
+
+    /** Datagrams handed to the kernel so far: a GSO message of many packets counts once. */
+    long sendDatagrams() {
+        return sendDatagrams.get();
+    }
+
+    /** Datagrams received so far: a GRO datagram of many packets counts once. */
+    long receiveDatagrams() {
+        return receiveDatagrams;
+    }
+
+    /** Whether this context's socket sends GSO messages now ({@code JCCL_ROCE_GSO}, and the kernel agreed). */
+    boolean gso() {
+        return udp.gso();
+    }
+
+    /** Whether this context's socket receives GSO sends as one datagram (UDP_GRO). */
+    boolean gro() {
+        return udp.gro();
     }
 
     /** Receive system calls that returned datagrams so far (recvmmsg or receive). */
@@ -517,13 +542,19 @@ final class RoceContext extends AbstractContext {
                 return total;
             }
             receiveCalls++;
+            receiveDatagrams += n;
             lastDatagramNs = System.nanoTime();
             flushHeldAcks(); // more arrived: an ACK held from the last batch waits no longer (a stream's window)
             for (int i = 0; i < n; i++) {
-                ackHoldable = pollerDraining && i == n - 1; // the last datagram before the poller returns
                 try {
-                    onDatagram(ring.buffer(i), ring.segment(i), ring.truncated[i] ? -1 : ring.lengths[i],
-                        ring.sourceIpv4s[i], ring.sourcePorts[i], ring.tosBytes[i]);
+                    int size = ring.segmentSize(i);
+                    if (size == 0) { // one packet (or a truncated datagram: -1)
+                        ackHoldable = pollerDraining && i == n - 1; // the last datagram before the poller returns
+                        onDatagram(ring.buffer(i), ring.segment(i), ring.truncated[i] ? -1 : ring.lengths[i],
+                            ring.sourceIpv4s[i], ring.sourcePorts[i], ring.tosBytes[i], 0);
+                    } else {
+                        onCoalesced(i, size, i == n - 1);
+                    }
                 } catch (RuntimeException e) {
                     counterSet().increment(Counter.PORT_RCV_ERRORS);
                     receiveFailures++;
@@ -706,9 +737,41 @@ final class RoceContext extends AbstractContext {
         }
     }
 
-    /** Checks one datagram and dispatches it; anything malformed is dropped and counted, never thrown. */
+    /**
+     * Datagram {@code i} of the ring holds the packets of one GSO send (UDP GRO), {@code size} bytes each (the last
+     * may be shorter): each is checked and dispatched as a datagram of its own, packet k with IPv4 identification k.
+     */
+    private void onCoalesced(int i, int size, boolean lastDatagram) {
+        int length = ring.lengths[i];
+        int views = ring.views(i, size, length);
+        int k = 0;
+        for (int offset = 0; offset < length; offset += size, k++) {
+            int packetLength = Math.min(size, length - offset);
+            ByteBuffer packet;
+            MemorySegment packetSegment;
+            if (k == 0) {
+                packet = ring.buffer(i);
+                packetSegment = ring.segment(i);
+            } else if (views >= 0) {
+                packet = ring.packetBuffer(i, views, k);
+                packetSegment = ring.packetSegment(i, views, k);
+            } else {
+                packet = ring.copyPacket(i, offset, packetLength);
+                packetSegment = ring.scratchSegment();
+            }
+            ackHoldable = pollerDraining && lastDatagram && offset + size >= length;
+            onDatagram(packet, packetSegment, packetLength, ring.sourceIpv4s[i], ring.sourcePorts[i],
+                ring.tosBytes[i], k);
+        }
+    }
+
+    /**
+     * Checks one packet and dispatches it; anything malformed is dropped and counted, never thrown.
+     * {@code segment} is its index in a GRO datagram (0 for a datagram of its own): the IPv4 identification its
+     * sender's kernel gave it when it went out as one GSO send.
+     */
     private void onDatagram(ByteBuffer rx, MemorySegment rxSegment, int length, int sourceIpv4, int sourcePort,
-                            int tos) {
+                            int tos, int segment) {
         counterSet().increment(Counter.PORT_RCV_PACKETS);
         if (length < BthFlyweight.LENGTH + RoceOpcode.ICRC_LENGTH) { // -1: longer than a ring slot
             counterSet().increment(Counter.PORT_RCV_ERRORS);
@@ -723,9 +786,13 @@ final class RoceContext extends AbstractContext {
         }
         counterSet().add(Counter.PORT_RCV_DATA, length);
         lastTos = tos;
-        int expected = rxIcrc.computeIpv4(sourceIpv4, localIpv4, 0, DONT_FRAGMENT, sourcePort, localPort,
+        int withId0 = rxIcrc.computeIpv4(sourceIpv4, localIpv4, 0, DONT_FRAGMENT, sourcePort, localPort,
             rx, 0, length);
-        if (expected != Icrc.get(rx, 0, length)) {
+        int stored = Icrc.get(rx, 0, length);
+        // identification: the segment index of a GRO datagram's packet, 0 for a packet sent alone, or, for a packet
+        // of a peer's GSO send that this socket received alone (GRO off here), its index within that send
+        if (stored != withId0 && stored != (withId0 ^ Icrc.identificationDelta(segment, length))
+            && rxIcrc.matchingIdentification(withId0, stored, length, 1, TxBatch.MAX_SEGMENTS - 1) < 0) {
             counterSet().increment(Counter.PORT_RCV_ERRORS);
             return;
         }
@@ -777,7 +844,9 @@ final class RoceContext extends AbstractContext {
     /** "ffm"/"nio", the port and the I/O statistics (diagnostics). */
     @Override
     public String toString() {
-        return "roce0 " + addressText + " (" + udp.kind() + ", " + sendCalls.get() + " send calls, " + receiveCalls
-            + " receive calls, " + receiveWaits + " waits, " + pollerDrives + " poller drives)";
+        return "roce0 " + addressText + " (" + udp.kind() + (udp.gso() ? "+gso" : "") + (udp.gro() ? "+gro" : "")
+            + ", " + sendCalls.get() + " send calls, " + sendDatagrams.get() + " datagrams sent, " + receiveCalls
+            + " receive calls, " + receiveDatagrams + " datagrams received, " + receiveWaits + " waits, "
+            + pollerDrives + " poller drives)";
     }
 }

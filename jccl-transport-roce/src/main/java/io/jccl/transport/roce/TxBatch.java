@@ -1,5 +1,7 @@
 package io.jccl.transport.roce;
 
+import io.jccl.transport.roce.wire.Icrc;
+
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -17,6 +19,14 @@ import java.nio.ByteBuffer;
  * size_t controllen; int flags;}} 56 bytes with padding; {@code struct mmsghdr {struct msghdr hdr; unsigned int
  * len;}} 64 bytes; {@code struct sockaddr_in {sa_family_t family; in_port_t port; struct in_addr addr; char
  * zero[8];}} 16 bytes, port and address in network order.
+ *
+ * <p><b>UDP GSO.</b> Where the socket takes it ({@link UdpIo#gso()}), consecutive packets of one length (the last
+ * may be shorter) form one message: its {@code iovec}s are the packets' slots and a {@code UDP_SEGMENT} control
+ * message gives the kernel the segment size, so one {@code sendmmsg} entry carries up to {@link #MAX_SEGMENTS}
+ * packets (at most {@link #MAX_GSO_BYTES} bytes, what one UDP datagram can hold) and the stack handles them as one
+ * buffer. Linux numbers the IPv4 identification of the segments 0, 1, 2, ... (an unconnected socket with Don't
+ * Fragment), so {@link #commit} gives segment k the ICRC for identification k ({@link Icrc#identificationDelta});
+ * {@link #ungroup} puts the identification-0 ICRCs back where the kernel refuses GSO.
  */
 final class TxBatch {
     /** Packets per batch at most: one {@code sendmmsg} per this many (half rxe's window, its ACK cadence). */
@@ -26,6 +36,12 @@ final class TxBatch {
     static final int MMSGHDR_BYTES = 64;
     static final int IOVEC_BYTES = 16;
     static final int SOCKADDR_IN_BYTES = 16;
+    /** Segments per GSO message at most (the kernel's UDP_MAX_SEGMENTS is 64 before Linux 6.9, 128 since). */
+    static final int MAX_SEGMENTS = 64;
+    /** Bytes per GSO message at most: a UDP datagram's payload (65535 - IPv4 20 - UDP 8). */
+    static final int MAX_GSO_BYTES = 65535 - 20 - 8;
+    /** The {@code UDP_SEGMENT} control message: CMSG_SPACE(sizeof(uint16_t)) = 24 bytes. */
+    static final int GSO_CONTROL_BYTES = 24;
     private static final ValueLayout.OfInt INT_NATIVE = ValueLayout.JAVA_INT;
     private static final ValueLayout.OfLong LONG_NATIVE = ValueLayout.JAVA_LONG;
 
@@ -44,6 +60,18 @@ final class TxBatch {
     private int destinationIpv4;
     private int destinationPort = -1;
     private int count;
+    /** GSO messages: the first packet of each, how many packets it holds, its segment size and bytes. */
+    private final int[] messageStart;
+    private final int[] messagePackets;
+    private final int[] messageSegment;
+    private final int[] messageBytes;
+    /** The open message no longer takes packets (its last segment was shorter). */
+    private boolean messageClosed;
+    private int messages;
+    /** The IPv4 identification each packet's ICRC was computed for (its segment index in its message). */
+    private final int[] identification;
+    /** One UDP_SEGMENT control message per message. */
+    private final MemorySegment controls;
 
     /** A batch of {@code capacity} slots for packets of up to {@code mtu} payload bytes. */
     TxBatch(int capacity, int mtu) {
@@ -60,6 +88,12 @@ final class TxBatch {
         iovecs = arena.allocate((long) capacity * IOVEC_BYTES, 8);
         destination = arena.allocate(SOCKADDR_IN_BYTES, 8);
         callState = arena.allocate(FfmUdpSocket.CALL_STATE_BYTES, 8);
+        messageStart = new int[capacity];
+        messagePackets = new int[capacity];
+        messageSegment = new int[capacity];
+        messageBytes = new int[capacity];
+        identification = new int[capacity];
+        controls = arena.allocate((long) capacity * GSO_CONTROL_BYTES, 8);
         for (int i = 0; i < capacity; i++) {
             segments[i] = data.asSlice((long) i * slotBytes, slotBytes);
             buffers[i] = segments[i].asByteBuffer(); // big-endian, as the flyweights expect
@@ -72,6 +106,10 @@ final class TxBatch {
             h.set(LONG_NATIVE, 16, iov.address()); // msg_iov
             h.set(LONG_NATIVE, 24, 1); // msg_iovlen
             // msg_control, msg_controllen, msg_flags, msg_len stay 0
+            MemorySegment c = controls.asSlice((long) i * GSO_CONTROL_BYTES, GSO_CONTROL_BYTES);
+            c.set(LONG_NATIVE, 0, 16 + 2); // cmsg_len = CMSG_LEN(sizeof(uint16_t))
+            c.set(INT_NATIVE, 8, FfmUdpSocket.SOL_UDP);
+            c.set(INT_NATIVE, 12, FfmUdpSocket.UDP_SEGMENT);
         }
     }
 
@@ -90,11 +128,98 @@ final class TxBatch {
         return slotBytes;
     }
 
-    /** The packet in {@link #buffer()} is complete ({@code length} bytes, ICRC in place): it joins the batch. */
-    void commit(int length) {
+    /**
+     * The packet in {@link #buffer()} is complete ({@code length} bytes, ICRC for IPv4 identification 0 in place):
+     * it joins the batch. With {@code gso}, it joins the open message when it has the message's segment size (or is
+     * shorter, which closes the message) and the message has room, and its ICRC is changed to the one for its
+     * segment index, the identification Linux will give it; otherwise it starts a message of its own.
+     *
+     * @return the packet's segment index in its message (its IPv4 identification on the wire)
+     */
+    int commit(int length, boolean gso) {
         lengths[count] = length;
         iovecs.set(LONG_NATIVE, (long) count * IOVEC_BYTES + 8, length);
+        int k = 0;
+        int m = messages - 1;
+        if (gso && m >= 0 && !messageClosed && length <= messageSegment[m] && messagePackets[m] < MAX_SEGMENTS
+            && messageBytes[m] + length <= MAX_GSO_BYTES) {
+            k = messagePackets[m];
+            if (k == 1) { // the message becomes a GSO send: the segment size goes with it
+                long h = (long) m * MMSGHDR_BYTES;
+                MemorySegment c = controls.asSlice((long) m * GSO_CONTROL_BYTES, GSO_CONTROL_BYTES);
+                c.set(ValueLayout.JAVA_SHORT, 16, (short) messageSegment[m]);
+                headers.set(LONG_NATIVE, h + 32, c.address());
+                headers.set(LONG_NATIVE, h + 40, GSO_CONTROL_BYTES);
+            }
+            messagePackets[m] = k + 1;
+            messageBytes[m] += length;
+            headers.set(LONG_NATIVE, (long) m * MMSGHDR_BYTES + 24, k + 1); // msg_iovlen
+            messageClosed = length < messageSegment[m];
+            ByteBuffer b = buffers[count];
+            Icrc.put(b, 0, length, Icrc.get(b, 0, length) ^ Icrc.identificationDelta(k, length));
+        } else {
+            startMessage(count, length);
+        }
+        identification[count] = k;
         count++;
+        return k;
+    }
+
+    /** Packet {@code index} starts a message of its own (one iovec, no control message). */
+    private void startMessage(int index, int length) {
+        int m = messages++;
+        messageStart[m] = index;
+        messagePackets[m] = 1;
+        messageSegment[m] = length;
+        messageBytes[m] = length;
+        messageClosed = false;
+        long h = (long) m * MMSGHDR_BYTES;
+        headers.set(LONG_NATIVE, h + 16, iovecs.address() + (long) index * IOVEC_BYTES); // msg_iov
+        headers.set(LONG_NATIVE, h + 24, 1); // msg_iovlen
+        headers.set(LONG_NATIVE, h + 32, 0); // msg_control
+        headers.set(LONG_NATIVE, h + 40, 0); // msg_controllen
+    }
+
+    /** {@code sendmmsg} entries the batch holds (as many as packets without GSO). */
+    int messageCount() {
+        return messages;
+    }
+
+    /** Packets in message {@code index}. */
+    int messagePackets(int index) {
+        return messagePackets[index];
+    }
+
+    /** Whether some message carries more than one packet. */
+    boolean grouped() {
+        return messages < count;
+    }
+
+    /**
+     * Splits the messages from {@code fromMessage} on into one message per packet and puts back each packet's
+     * identification-0 ICRC: where the kernel refused GSO, they go out one datagram each, identification 0.
+     */
+    void ungroup(int fromMessage) {
+        if (fromMessage >= messages) {
+            return;
+        }
+        int first = messageStart[fromMessage];
+        messages = fromMessage;
+        for (int i = first; i < count; i++) {
+            int k = identification[i];
+            if (k != 0) {
+                ByteBuffer b = buffers[i];
+                Icrc.put(b, 0, lengths[i], Icrc.get(b, 0, lengths[i]) ^ Icrc.identificationDelta(k, lengths[i]));
+                identification[i] = 0;
+            }
+            startMessage(i, lengths[i]);
+        }
+        messageClosed = true;
+    }
+
+    /** The IPv4 identification packet {@code index}'s ICRC was computed for (tests). */
+    int identification(int index) {
+        return identification[index];
     }
 
     /** Packets waiting. */
@@ -109,6 +234,8 @@ final class TxBatch {
     /** After a send: the batch is empty again. */
     void clear() {
         count = 0;
+        messages = 0;
+        messageClosed = false;
     }
 
     int length(int index) {

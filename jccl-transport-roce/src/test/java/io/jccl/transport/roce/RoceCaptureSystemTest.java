@@ -2,7 +2,6 @@ package io.jccl.transport.roce;
 
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.CompletionQueue;
-import io.jccl.verbs.Context;
 import io.jccl.verbs.MemoryRegion;
 import io.jccl.verbs.ProtectionDomain;
 import io.jccl.verbs.QueuePair;
@@ -27,8 +26,11 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 /**
  * The packets roce0 really puts on the wire, checked by tools JCCL did not write: scapy captures them on loopback
  * ({@code scripts/roce-capture-check.py}), decodes the BTH and computes the ICRC, and reads the IPv4 header the
- * kernel wrote, which must carry identification 0 and Don't Fragment (the receiver's ICRC check assumes both).
- * Needs root (a packet socket) and python3-scapy; skipped, saying which is missing, elsewhere.
+ * kernel wrote, which must carry Don't Fragment and identification 0, or k for segment k of a UDP GSO send (the
+ * script cuts each GSO buffer loopback carries whole into the datagrams Linux would put on a wire, as the kernel
+ * numbers them): a segment whose ICRC was computed for another identification fails scapy's check. The traffic
+ * includes GSO sends (messages of several equal packets at MTU 256), and the test asserts it saw some where the
+ * socket sends GSO. Needs root (a packet socket) and python3-scapy; skipped, saying which is missing, elsewhere.
  */
 class RoceCaptureSystemTest {
     private static final String PYTHON = "/usr/bin/python3";
@@ -77,7 +79,8 @@ class RoceCaptureSystemTest {
         Path script = Path.of("scripts/roce-capture-check.py").toAbsolutePath();
         assumeTrue(Files.exists(script), "run from the module directory: " + script);
         RoceSettings settings = new RoceSettings("127.0.0.1", 0, 256);
-        try (Context ca = RoceProvider.device().open(settings); Context cb = RoceProvider.device().open(settings)) {
+        try (RoceContext ca = (RoceContext) RoceProvider.device().open(settings);
+             RoceContext cb = (RoceContext) RoceProvider.device().open(settings)) {
             LoopbackQueuePairs pair = LoopbackQueuePairs.connect(ca, cb, 64, AccessFlag.REMOTE_WRITE);
             ProtectionDomain pa = pair.pa();
             ProtectionDomain pb = pair.pb();
@@ -121,6 +124,10 @@ class RoceCaptureSystemTest {
             assertTrue(sniffer.waitFor(60, TimeUnit.SECONDS), "sniffer did not finish");
             assertEquals(0, sniffer.exitValue(), log.toString());
             assertTrue(log.toString().contains("ICRC mismatches 0"), log.toString());
+            if (ca.gso()) { // a SEND of 1000 bytes at MTU 256 leaves as one GSO send of four packets
+                java.util.regex.Matcher gso = java.util.regex.Pattern.compile("GSO sends (\\d+)").matcher(log);
+                assertTrue(gso.find() && Integer.parseInt(gso.group(1)) > 0, "no GSO send captured: " + log);
+            }
             System.out.print("roce capture check: " + log);
         }
     }

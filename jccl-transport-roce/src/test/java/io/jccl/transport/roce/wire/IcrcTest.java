@@ -97,6 +97,34 @@ class IcrcTest {
     }
 
     @Test
+    void shouldGiveTheIcrcOfAnyIdentificationFromTheIcrcWithIdZeroAndADelta() {
+        java.util.Random random = new java.util.Random(20);
+        int[] lengths = {RoceOpcode.packetLength(RoceOpcode.ACKNOWLEDGE, 0), 16 + 256, 28 + 1024 + 4, 12 + 4096 + 4,
+            28 + 4096 + 4, 12 + 4096 + 4 + 200}; // the last beyond the precomputed table
+        for (int roceLength : lengths) {
+            ByteBuffer packet = ByteBuffer.allocateDirect(roceLength);
+            for (int i = 0; i < roceLength; i++) {
+                packet.put(i, (byte) random.nextInt());
+            }
+            int withZero = icrc.computeIpv4(0x7F000001, 0x7F000001, 0, 0x4000, 50000, 4791, packet, 0, roceLength);
+            for (int id : new int[] {1, 2, 3, 14, 15, 63, 64, 127, 0x1234, 0xFFFF}) {
+                int expected = icrc.computeIpv4(0x7F000001, 0x7F000001, id, 0x4000, 50000, 4791, packet, 0,
+                    roceLength);
+                assertEquals(expected, withZero ^ Icrc.identificationDelta(id, roceLength),
+                    "id " + id + ", length " + roceLength);
+                if (id < 64) {
+                    assertEquals(id, icrc.matchingIdentification(withZero, expected, roceLength, 0, 63));
+                    assertEquals(-1, icrc.matchingIdentification(withZero, expected, roceLength, 0, id - 1));
+                }
+            }
+            assertEquals(0, Icrc.identificationDelta(0, roceLength));
+            assertEquals(0, icrc.matchingIdentification(withZero, withZero, roceLength, 0, 63));
+            assertEquals(-1, icrc.matchingIdentification(withZero, withZero ^ 1, roceLength, 0, 63),
+                "a corrupted ICRC matches no identification");
+        }
+    }
+
+    @Test
     void shouldRejectDatagramsItCannotHash() {
         ByteBuffer options = hex(SCAPY_UC_SEND_DATAGRAM);
         options.put(0, (byte) 0x46);
