@@ -1,6 +1,7 @@
 package io.jccl.transport.roce;
 
 import io.jccl.transport.roce.wire.Icrc;
+import io.jccl.transport.roce.wire.RoceOpcode;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -26,7 +27,8 @@ import java.nio.ByteBuffer;
  * packets (at most {@link #MAX_GSO_BYTES} bytes, what one UDP datagram can hold) and the stack handles them as one
  * buffer. Linux numbers the IPv4 identification of the segments 0, 1, 2, ... (an unconnected socket with Don't
  * Fragment), so {@link #commit} gives segment k the ICRC for identification k ({@link Icrc#identificationDelta});
- * {@link #ungroup} puts the identification-0 ICRCs back where the kernel refuses GSO.
+ * {@link #ungroup} puts the identification-0 ICRCs back where the kernel refuses GSO. A lone ACK followed by a
+ * longer packet moves behind it, so that both form one message (the longer packet segment 0, the ACK segment 1).
  */
 final class TxBatch {
     /** Packets per batch at most: one {@code sendmmsg} per this many (half rxe's window, its ACK cadence). */
@@ -157,6 +159,31 @@ final class TxBatch {
             messageClosed = length < messageSegment[m];
             ByteBuffer b = buffers[count];
             Icrc.put(b, 0, length, Icrc.get(b, 0, length) ^ Icrc.identificationDelta(k, length));
+        } else if (gso && m >= 0 && messagePackets[m] == 1 && length > messageSegment[m]
+            && messageBytes[m] + length <= MAX_GSO_BYTES
+            && (buffers[messageStart[m]].get(0) & 0xFF) == RoceOpcode.ACKNOWLEDGE) {
+            // A lone ACK (held for this post, or queued by a received packet) and a longer packet: the longer one
+            // goes first, the ACK becomes the shorter last segment, and both cross as one datagram (a ping-pong's
+            // answer and the ACK of the request it answers). Only an ACK may move behind: it is no request, so the
+            // peer's PSN order is untouched.
+            int ack = messageStart[m];
+            iovecs.set(LONG_NATIVE, (long) ack * IOVEC_BYTES, segments[count].address());
+            iovecs.set(LONG_NATIVE, (long) ack * IOVEC_BYTES + 8, length);
+            iovecs.set(LONG_NATIVE, (long) count * IOVEC_BYTES, segments[ack].address());
+            iovecs.set(LONG_NATIVE, (long) count * IOVEC_BYTES + 8, lengths[ack]);
+            ByteBuffer b = buffers[ack];
+            Icrc.put(b, 0, lengths[ack], Icrc.get(b, 0, lengths[ack]) ^ Icrc.identificationDelta(1, lengths[ack]));
+            identification[ack] = 1;
+            messagePackets[m] = 2;
+            messageSegment[m] = length;
+            messageBytes[m] += length;
+            messageClosed = true;
+            long h = (long) m * MMSGHDR_BYTES;
+            MemorySegment c = controls.asSlice((long) m * GSO_CONTROL_BYTES, GSO_CONTROL_BYTES);
+            c.set(ValueLayout.JAVA_SHORT, 16, (short) length);
+            headers.set(LONG_NATIVE, h + 24, 2); // msg_iovlen
+            headers.set(LONG_NATIVE, h + 32, c.address());
+            headers.set(LONG_NATIVE, h + 40, GSO_CONTROL_BYTES);
         } else {
             startMessage(count, length);
         }
@@ -174,6 +201,8 @@ final class TxBatch {
         messageBytes[m] = length;
         messageClosed = false;
         long h = (long) m * MMSGHDR_BYTES;
+        iovecs.set(LONG_NATIVE, (long) index * IOVEC_BYTES, segments[index].address()); // undo a swap
+        iovecs.set(LONG_NATIVE, (long) index * IOVEC_BYTES + 8, length);
         headers.set(LONG_NATIVE, h + 16, iovecs.address() + (long) index * IOVEC_BYTES); // msg_iov
         headers.set(LONG_NATIVE, h + 24, 1); // msg_iovlen
         headers.set(LONG_NATIVE, h + 32, 0); // msg_control
