@@ -140,6 +140,8 @@ final class TxBatch {
      */
     int commit(int length, boolean gso) {
         lengths[count] = length;
+        // base too: an ACK swap in an earlier batch left this entry pointing at another slot
+        iovecs.set(LONG_NATIVE, (long) count * IOVEC_BYTES, segments[count].address());
         iovecs.set(LONG_NATIVE, (long) count * IOVEC_BYTES + 8, length);
         int k = 0;
         int m = messages - 1;
@@ -244,6 +246,16 @@ final class TxBatch {
             startMessage(i, lengths[i]);
         }
         messageClosed = true;
+    }
+
+    /** Where iovec {@code index} points (tests: it must be slot {@code index} unless an ACK swap is in place). */
+    long iovecAddress(int index) {
+        return iovecs.get(LONG_NATIVE, (long) index * IOVEC_BYTES);
+    }
+
+    /** The address of slot {@code index} (tests). */
+    long slotAddress(int index) {
+        return segments[index].address();
     }
 
     /** The IPv4 identification packet {@code index}'s ICRC was computed for (tests). */

@@ -80,6 +80,16 @@ class TxBatchTest {
         assertEquals(1, batch.identification(0));
         assertEquals(0, batch.identification(1));
         assertTrue(icrcFor(batch, 0, 1) && icrcFor(batch, 1, 0));
+        assertEquals(batch.slotAddress(1), batch.iovecAddress(0), "the WRITE's slot is the message's first iovec");
+        assertEquals(batch.slotAddress(0), batch.iovecAddress(1));
+        batch.clear();
+        // the next batch's packets in those entries point at their own slots again (a stale swap sent the wrong
+        // bytes at the segment size: a 1 MiB WRITE after a ping-pong lost one packet per message)
+        add(batch, RoceOpcode.RDMA_WRITE_MIDDLE, 12 + 256 + 4, true);
+        add(batch, RoceOpcode.RDMA_WRITE_MIDDLE, 12 + 256 + 4, true);
+        assertEquals(1, batch.messageCount());
+        assertEquals(batch.slotAddress(0), batch.iovecAddress(0));
+        assertEquals(batch.slotAddress(1), batch.iovecAddress(1));
         batch.clear();
         // a request never moves behind another: PSN order
         add(batch, RoceOpcode.RDMA_WRITE_ONLY, write, true);
