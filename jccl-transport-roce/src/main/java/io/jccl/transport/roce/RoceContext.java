@@ -562,6 +562,11 @@ final class RoceContext extends AbstractContext {
                 }
             }
             total += n;
+            if (n < ring.capacity) {
+                // a short batch: the socket was most likely empty, and one more recvmmsg to make sure costs every
+                // ping-pong a system call on each side; the next poll looks again (no drain counted: not seen empty)
+                return total;
+            }
         }
         return total;
     }
@@ -759,10 +764,24 @@ final class RoceContext extends AbstractContext {
                 packet = ring.copyPacket(i, offset, packetLength);
                 packetSegment = ring.scratchSegment();
             }
-            ackHoldable = pollerDraining && lastDatagram && offset + size >= length;
+            ackHoldable = pollerDraining && lastDatagram && onlyAcksAfter(i, offset + size, size, length);
             onDatagram(packet, packetSegment, packetLength, ring.sourceIpv4s[i], ring.sourcePorts[i],
                 ring.tosBytes[i], k);
         }
+    }
+
+    /**
+     * Whether the packets of GRO datagram {@code i} from {@code offset} on are all ACKs (or none are left): a
+     * request's ACK may then be held for the application's answer ({@link #holdsAck}), as for a poller's last
+     * datagram. A peer's answer and its ACK arrive so, as one datagram ({@link TxBatch}'s ACK swap).
+     */
+    private boolean onlyAcksAfter(int i, int offset, int size, int length) {
+        for (int at = offset; at < length; at += size) {
+            if ((ring.segment(i).get(java.lang.foreign.ValueLayout.JAVA_BYTE, at) & 0xFF) != RoceOpcode.ACKNOWLEDGE) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /**
