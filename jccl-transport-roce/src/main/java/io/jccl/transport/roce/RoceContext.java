@@ -155,6 +155,8 @@ final class RoceContext extends AbstractContext {
 
     // Whoever holds the receive lock.
     private final RxRing ring;
+    /** Whether the socket sends from iovecs (FFM), so payloads may stay in their regions ({@link #zeroCopy()}). */
+    private final boolean zeroCopy;
     private final BthFlyweight rxBth = new BthFlyweight();
     private final Icrc rxIcrc = new Icrc();
 
@@ -174,6 +176,7 @@ final class RoceContext extends AbstractContext {
                 + ":" + settings.port() + " (" + e + "); set JCCL_ROCE_PORT to a free port, or 0 for any", e);
         }
         ring = RxRing.forSocket(udp.gro());
+        zeroCopy = udp.kind().equals("ffm");
         localPort = udp.localPort();
         receiveBufferBytes = udp.receiveBufferBytes();
         localIpv4 = ipv4(address);
@@ -377,6 +380,7 @@ final class RoceContext extends AbstractContext {
     void queue(TxBatch batch, int length) {
         PacketFilter filter = dropFilter;
         if (filter != null && filter.drop(batch.buffer(), length)) {
+            batch.clearExternal();
             return; // lost on the way (tests)
         }
         batch.commit(length, udp.gso());
@@ -466,6 +470,15 @@ final class RoceContext extends AbstractContext {
     /** Datagrams received so far: a GRO datagram of many packets counts once. */
     long receiveDatagrams() {
         return receiveDatagrams;
+    }
+
+    /**
+     * Whether queue pairs may leave a request's payload in its registered region for the kernel to gather (a second
+     * {@code iovec}, {@link TxBatch#external}) instead of copying it into their batch: FFM sockets only, and not
+     * while a test's drop filter is installed (it reads whole packets from the batch).
+     */
+    boolean zeroCopy() {
+        return zeroCopy && dropFilter == null;
     }
 
     /** Whether this context's socket sends GSO messages now ({@code JCCL_ROCE_GSO}, and the kernel agreed). */

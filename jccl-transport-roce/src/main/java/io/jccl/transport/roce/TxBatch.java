@@ -37,6 +37,8 @@ final class TxBatch {
     static final int SLOT_OVERHEAD = 64;
     static final int MMSGHDR_BYTES = 64;
     static final int IOVEC_BYTES = 16;
+    /** iovecs a packet takes at most: header, payload (in a registered region), pad and ICRC. */
+    static final int IOVECS_PER_PACKET = 3;
     static final int SOCKADDR_IN_BYTES = 16;
     /** Segments per GSO message at most (the kernel's UDP_MAX_SEGMENTS is 64 before Linux 6.9, 128 since). */
     static final int MAX_SEGMENTS = 64;
@@ -72,6 +74,15 @@ final class TxBatch {
     private int messages;
     /** The IPv4 identification each packet's ICRC was computed for (its segment index in its message). */
     private final int[] identification;
+    /** Each packet's first iovec and how many it has (1, or 3 with its payload in a registered region). */
+    private final int[] iovFirst;
+    private final int[] iovCount;
+    private final int[] messageIovecs;
+    private int iovNext;
+    /** The next packet's payload lies outside its slot ({@link #external}): header bytes, address, length. */
+    private int externalHeader;
+    private long externalAddress;
+    private int externalLength;
     /** One UDP_SEGMENT control message per message. */
     private final MemorySegment controls;
 
@@ -87,7 +98,10 @@ final class TxBatch {
         lengths = new int[capacity];
         headers = arena.allocate((long) capacity * MMSGHDR_BYTES, 8);
         headersFrom = new MemorySegment[capacity];
-        iovecs = arena.allocate((long) capacity * IOVEC_BYTES, 8);
+        iovecs = arena.allocate((long) capacity * IOVECS_PER_PACKET * IOVEC_BYTES, 8);
+        iovFirst = new int[capacity];
+        iovCount = new int[capacity];
+        messageIovecs = new int[capacity];
         destination = arena.allocate(SOCKADDR_IN_BYTES, 8);
         callState = arena.allocate(FfmUdpSocket.CALL_STATE_BYTES, 8);
         messageStart = new int[capacity];
@@ -140,24 +154,32 @@ final class TxBatch {
      */
     int commit(int length, boolean gso) {
         lengths[count] = length;
-        // base too: an ACK swap in an earlier batch left this entry pointing at another slot
-        iovecs.set(LONG_NATIVE, (long) count * IOVEC_BYTES, segments[count].address());
-        iovecs.set(LONG_NATIVE, (long) count * IOVEC_BYTES + 8, length);
+        int first = iovNext;
+        long slot = segments[count].address();
+        if (externalLength > 0) { // header | payload in the region | pad and ICRC, at their places in the slot
+            iovec(first, slot, externalHeader);
+            iovec(first + 1, externalAddress, externalLength);
+            iovec(first + 2, slot + externalHeader + externalLength, length - externalHeader - externalLength);
+            iovCount[count] = 3;
+            externalLength = 0;
+        } else {
+            iovec(first, slot, length);
+            iovCount[count] = 1;
+        }
+        iovFirst[count] = first;
+        iovNext = first + iovCount[count];
         int k = 0;
         int m = messages - 1;
         if (gso && m >= 0 && !messageClosed && length <= messageSegment[m] && messagePackets[m] < MAX_SEGMENTS
             && messageBytes[m] + length <= MAX_GSO_BYTES) {
             k = messagePackets[m];
             if (k == 1) { // the message becomes a GSO send: the segment size goes with it
-                long h = (long) m * MMSGHDR_BYTES;
-                MemorySegment c = controls.asSlice((long) m * GSO_CONTROL_BYTES, GSO_CONTROL_BYTES);
-                c.set(ValueLayout.JAVA_SHORT, 16, (short) messageSegment[m]);
-                headers.set(LONG_NATIVE, h + 32, c.address());
-                headers.set(LONG_NATIVE, h + 40, GSO_CONTROL_BYTES);
+                gsoControl(m, messageSegment[m]);
             }
             messagePackets[m] = k + 1;
             messageBytes[m] += length;
-            headers.set(LONG_NATIVE, (long) m * MMSGHDR_BYTES + 24, k + 1); // msg_iovlen
+            messageIovecs[m] += iovCount[count];
+            headers.set(LONG_NATIVE, (long) m * MMSGHDR_BYTES + 24, messageIovecs[m]); // msg_iovlen
             messageClosed = length < messageSegment[m];
             ByteBuffer b = buffers[count];
             Icrc.put(b, 0, length, Icrc.get(b, 0, length) ^ Icrc.identificationDelta(k, length));
@@ -167,25 +189,27 @@ final class TxBatch {
             // A lone ACK (held for this post, or queued by a received packet) and a longer packet: the longer one
             // goes first, the ACK becomes the shorter last segment, and both cross as one datagram (a ping-pong's
             // answer and the ACK of the request it answers). Only an ACK may move behind: it is no request, so the
-            // peer's PSN order is untouched.
+            // peer's PSN order is untouched. The ACK's one iovec moves behind the packet's.
             int ack = messageStart[m];
-            iovecs.set(LONG_NATIVE, (long) ack * IOVEC_BYTES, segments[count].address());
-            iovecs.set(LONG_NATIVE, (long) ack * IOVEC_BYTES + 8, length);
-            iovecs.set(LONG_NATIVE, (long) count * IOVEC_BYTES, segments[ack].address());
-            iovecs.set(LONG_NATIVE, (long) count * IOVEC_BYTES + 8, lengths[ack]);
+            int at = iovFirst[ack];
+            int c = iovCount[count];
+            long ackBase = iovecs.get(LONG_NATIVE, (long) at * IOVEC_BYTES);
+            long ackLength = iovecs.get(LONG_NATIVE, (long) at * IOVEC_BYTES + 8);
+            MemorySegment.copy(iovecs, (long) (at + 1) * IOVEC_BYTES, iovecs, (long) at * IOVEC_BYTES,
+                (long) c * IOVEC_BYTES);
+            iovec(at + c, ackBase, ackLength);
+            iovFirst[count] = at;
+            iovFirst[ack] = at + c;
             ByteBuffer b = buffers[ack];
             Icrc.put(b, 0, lengths[ack], Icrc.get(b, 0, lengths[ack]) ^ Icrc.identificationDelta(1, lengths[ack]));
             identification[ack] = 1;
             messagePackets[m] = 2;
             messageSegment[m] = length;
             messageBytes[m] += length;
+            messageIovecs[m] = c + 1;
             messageClosed = true;
-            long h = (long) m * MMSGHDR_BYTES;
-            MemorySegment c = controls.asSlice((long) m * GSO_CONTROL_BYTES, GSO_CONTROL_BYTES);
-            c.set(ValueLayout.JAVA_SHORT, 16, (short) length);
-            headers.set(LONG_NATIVE, h + 24, 2); // msg_iovlen
-            headers.set(LONG_NATIVE, h + 32, c.address());
-            headers.set(LONG_NATIVE, h + 40, GSO_CONTROL_BYTES);
+            gsoControl(m, length);
+            headers.set(LONG_NATIVE, (long) m * MMSGHDR_BYTES + 24, c + 1); // msg_iovlen
         } else {
             startMessage(count, length);
         }
@@ -194,19 +218,49 @@ final class TxBatch {
         return k;
     }
 
-    /** Packet {@code index} starts a message of its own (one iovec, no control message). */
+    /**
+     * The next packet {@link #commit}ted carries {@code payloadLength} bytes at native {@code address} (a registered
+     * region) in place of its slot's bytes {@code headerLength..headerLength + payloadLength}: the kernel gathers
+     * them from there, so the payload is not copied into the batch. The slot holds the headers before and the pad
+     * and ICRC after, at their places. The region must stay valid until the batch is sent (the queue pair's lock).
+     */
+    void external(int headerLength, long address, int payloadLength) {
+        externalHeader = headerLength;
+        externalAddress = address;
+        externalLength = payloadLength;
+    }
+
+    /** Forgets an {@link #external} payload whose packet was not committed (dropped by a test's filter). */
+    void clearExternal() {
+        externalLength = 0;
+    }
+
+    private void iovec(int index, long base, long length) {
+        iovecs.set(LONG_NATIVE, (long) index * IOVEC_BYTES, base);
+        iovecs.set(LONG_NATIVE, (long) index * IOVEC_BYTES + 8, length);
+    }
+
+    /** Message {@code m} carries a UDP_SEGMENT control message with segment size {@code size}. */
+    private void gsoControl(int m, int size) {
+        long h = (long) m * MMSGHDR_BYTES;
+        MemorySegment c = controls.asSlice((long) m * GSO_CONTROL_BYTES, GSO_CONTROL_BYTES);
+        c.set(ValueLayout.JAVA_SHORT, 16, (short) size);
+        headers.set(LONG_NATIVE, h + 32, c.address());
+        headers.set(LONG_NATIVE, h + 40, GSO_CONTROL_BYTES);
+    }
+
+    /** Packet {@code index} starts a message of its own (its iovecs, no control message). */
     private void startMessage(int index, int length) {
         int m = messages++;
         messageStart[m] = index;
         messagePackets[m] = 1;
         messageSegment[m] = length;
         messageBytes[m] = length;
+        messageIovecs[m] = iovCount[index];
         messageClosed = false;
         long h = (long) m * MMSGHDR_BYTES;
-        iovecs.set(LONG_NATIVE, (long) index * IOVEC_BYTES, segments[index].address()); // undo a swap
-        iovecs.set(LONG_NATIVE, (long) index * IOVEC_BYTES + 8, length);
-        headers.set(LONG_NATIVE, h + 16, iovecs.address() + (long) index * IOVEC_BYTES); // msg_iov
-        headers.set(LONG_NATIVE, h + 24, 1); // msg_iovlen
+        headers.set(LONG_NATIVE, h + 16, iovecs.address() + (long) iovFirst[index] * IOVEC_BYTES); // msg_iov
+        headers.set(LONG_NATIVE, h + 24, iovCount[index]); // msg_iovlen
         headers.set(LONG_NATIVE, h + 32, 0); // msg_control
         headers.set(LONG_NATIVE, h + 40, 0); // msg_controllen
     }
@@ -248,7 +302,7 @@ final class TxBatch {
         messageClosed = true;
     }
 
-    /** Where iovec {@code index} points (tests: it must be slot {@code index} unless an ACK swap is in place). */
+    /** Where iovec {@code index} points (tests). */
     long iovecAddress(int index) {
         return iovecs.get(LONG_NATIVE, (long) index * IOVEC_BYTES);
     }
@@ -275,6 +329,8 @@ final class TxBatch {
     /** After a send: the batch is empty again. */
     void clear() {
         count = 0;
+        iovNext = 0;
+        externalLength = 0;
         messages = 0;
         messageClosed = false;
     }

@@ -68,6 +68,13 @@ public final class Icrc {
     public int computeIpv4(int sourceAddress, int destinationAddress, int identification, int flagsAndFragmentOffset,
                            int udpSourcePort, int udpDestinationPort, ByteBuffer packet, int offset, int roceLength) {
         checkRoceLength(packet, offset, roceLength);
+        pseudoHeader(sourceAddress, destinationAddress, identification, flagsAndFragmentOffset, udpSourcePort,
+            udpDestinationPort, roceLength);
+        return finish(packet, offset, roceLength);
+    }
+
+    private void pseudoHeader(int sourceAddress, int destinationAddress, int identification,
+                              int flagsAndFragmentOffset, int udpSourcePort, int udpDestinationPort, int roceLength) {
         int totalLength = IPV4_HEADER_LENGTH + UDP_HEADER_LENGTH + roceLength;
         byte[] p = pseudo;
         p[IP] = 0x45;
@@ -84,7 +91,31 @@ public final class Icrc {
         putShort(p, UDP + 2, udpDestinationPort);
         putShort(p, UDP + 4, UDP_HEADER_LENGTH + roceLength);
         putShort(p, UDP + 6, 0xFFFF); // UDP checksum masked
-        return finish(packet, offset, roceLength);
+    }
+
+    /**
+     * {@link #computeIpv4} of a packet whose payload lies elsewhere: bytes {@code payloadAt..payloadAt +
+     * payloadLength} of the packet are read from {@code payload} at {@code payloadOffset} (a view of a registered
+     * region, which the kernel gathers the payload from), the headers before and the pad after from
+     * {@code packet}. {@code payload}'s position and limit are moved and put back (not thread-safe, as the rest).
+     */
+    public int computeIpv4(int sourceAddress, int destinationAddress, int identification, int flagsAndFragmentOffset,
+                           int udpSourcePort, int udpDestinationPort, ByteBuffer packet, int offset, int roceLength,
+                           int payloadAt, ByteBuffer payload, int payloadOffset, int payloadLength) {
+        checkRoceLength(packet, offset, roceLength);
+        if (payloadAt < BthFlyweight.LENGTH || payloadAt + payloadLength > roceLength - RoceOpcode.ICRC_LENGTH) {
+            throw new IllegalArgumentException("payload " + payloadAt + "+" + payloadLength + " outside a packet of "
+                + roceLength + " bytes");
+        }
+        BigEndian.checkBounds(payload, payloadOffset, payloadLength, "payload");
+        pseudoHeader(sourceAddress, destinationAddress, identification, flagsAndFragmentOffset, udpSourcePort,
+            udpDestinationPort, roceLength);
+        CRC32 c = start(packet, offset);
+        update(c, packet, offset + BthFlyweight.LENGTH, payloadAt - BthFlyweight.LENGTH);
+        update(c, payload, payloadOffset, payloadLength);
+        update(c, packet, offset + payloadAt + payloadLength,
+            roceLength - RoceOpcode.ICRC_LENGTH - payloadAt - payloadLength);
+        return (int) c.getValue();
     }
 
     /**
@@ -273,6 +304,13 @@ public final class Icrc {
 
     private int finish(ByteBuffer packet, int offset, int roceLength) {
         checkRoceLength(packet, offset, roceLength);
+        CRC32 c = start(packet, offset);
+        update(c, packet, offset + BthFlyweight.LENGTH, roceLength - BthFlyweight.LENGTH - RoceOpcode.ICRC_LENGTH);
+        return (int) c.getValue();
+    }
+
+    /** The CRC over the pseudo-header and the packet's masked BTH. */
+    private CRC32 start(ByteBuffer packet, int offset) {
         byte[] p = pseudo;
         for (int i = 0; i < BthFlyweight.LENGTH; i++) {
             p[BTH + i] = packet.get(offset + i);
@@ -281,19 +319,23 @@ public final class Icrc {
         CRC32 c = crc;
         c.reset();
         c.update(p, 0, PSEUDO_LENGTH);
-        int restOffset = offset + BthFlyweight.LENGTH;
-        int restLength = roceLength - BthFlyweight.LENGTH - RoceOpcode.ICRC_LENGTH;
-        if (packet.hasArray()) {
-            c.update(packet.array(), packet.arrayOffset() + restOffset, restLength);
+        return c;
+    }
+
+    private static void update(CRC32 c, ByteBuffer buffer, int at, int length) {
+        if (length <= 0) {
+            return;
+        }
+        if (buffer.hasArray()) {
+            c.update(buffer.array(), buffer.arrayOffset() + at, length);
         } else {
             // update(ByteBuffer) reads position..limit: move them and put them back (duplicate() would allocate)
-            int position = packet.position();
-            int limit = packet.limit();
-            packet.limit(restOffset + restLength).position(restOffset);
-            c.update(packet);
-            packet.limit(limit).position(position);
+            int position = buffer.position();
+            int limit = buffer.limit();
+            buffer.limit(at + length).position(at);
+            c.update(buffer);
+            buffer.limit(limit).position(position);
         }
-        return (int) c.getValue();
     }
 
     private static void checkRoceLength(ByteBuffer packet, int offset, int roceLength) {

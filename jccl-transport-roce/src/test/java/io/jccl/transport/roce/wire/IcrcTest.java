@@ -125,6 +125,33 @@ class IcrcTest {
     }
 
     @Test
+    void shouldComputeTheSameIcrcWithThePayloadElsewhere() {
+        java.util.Random random = new java.util.Random(3);
+        int payload = 1000;
+        int headers = 28;
+        int roceLength = headers + payload + 4;
+        ByteBuffer whole = ByteBuffer.allocateDirect(roceLength);
+        ByteBuffer region = ByteBuffer.allocateDirect(5000);
+        for (int i = 0; i < 5000; i++) {
+            region.put(i, (byte) random.nextInt());
+        }
+        for (int i = 0; i < roceLength; i++) {
+            whole.put(i, i >= headers && i < headers + payload ? region.get(777 + i - headers) : (byte) i);
+        }
+        ByteBuffer headersOnly = ByteBuffer.allocateDirect(roceLength); // the payload bytes left as zeros
+        for (int i = 0; i < roceLength; i++) {
+            if (i < headers || i >= headers + payload) {
+                headersOnly.put(i, whole.get(i));
+            }
+        }
+        int expected = icrc.computeIpv4(0x7F000001, 0x7F000002, 3, 0x4000, 50000, 4791, whole, 0, roceLength);
+        assertEquals(expected, icrc.computeIpv4(0x7F000001, 0x7F000002, 3, 0x4000, 50000, 4791, headersOnly, 0,
+            roceLength, headers, region, 777, payload));
+        assertEquals(0, region.position());
+        assertEquals(5000, region.limit());
+    }
+
+    @Test
     void shouldRejectDatagramsItCannotHash() {
         ByteBuffer options = hex(SCAPY_UC_SEND_DATAGRAM);
         options.put(0, (byte) 0x46);
