@@ -35,11 +35,49 @@ pcap = os.environ.get("PCAP")
 ETH_P_ALL = 3
 SOL_PACKET = 263       # <linux/socket.h>
 PACKET_VNET_HDR = 15  # <linux/if_packet.h>
-PACKET_OUTGOING = 4   # loopback delivers each frame twice: on transmit (outgoing) and on receive
+PACKET_OUTGOING = 4   # loopback shows each frame twice: on transmit (outgoing) and on receive
+# Only the transmit copy is kept: it reaches this socket inside the sender's send call (dev_queue_xmit_nit), while
+# the receive copy waits for the backlog's softirq, which a loaded host may run late (frames sent just before the
+# end of a capture were missing).
+KEEP = PACKET_OUTGOING
 VIRTIO_NET_HDR_GSO_UDP_L4 = 5
 VNET_HDR = 10         # struct virtio_net_hdr: flags, gso_type, hdr_len, gso_size, csum_start, csum_offset
 
+SO_ATTACH_FILTER = 26
+
+
+def port_filter(wanted):
+    """A classic BPF program: IPv4, UDP, not a later fragment, source or destination port in wanted. In the kernel,
+    as tshark's capture filter was: the rest of loopback (other programs' traffic) never fills this socket's buffer."""
+    program = []  # (code, jt, jf, k) with jt/jf as labels, resolved below
+    drop, accept = "drop", "accept"
+    program.append((0x28, None, None, 12))            # ldh [12]            ethertype
+    program.append((0x15, None, drop, 0x0800))        # jeq #IPv4
+    program.append((0x30, None, None, 23))            # ldb [23]            IP protocol
+    program.append((0x15, None, drop, 17))            # jeq #UDP
+    program.append((0x28, None, None, 20))            # ldh [20]            flags and fragment offset
+    program.append((0x45, drop, None, 0x1FFF))        # jset #0x1fff        a later fragment: no UDP header
+    program.append((0xB1, None, None, 14))            # ldxb 4*([14]&0xf)   IP header length
+    for offset in (14, 16):                           # source port, destination port
+        program.append((0x48, None, None, offset))    # ldh [x+offset]
+        for p in sorted(wanted):
+            program.append((0x15, accept, None, p))   # jeq #port
+    program.append((0x06, None, None, 0))             # drop: ret #0
+    program.append((0x06, None, None, 1 << 18))       # accept: ret #262144
+    at = {drop: len(program) - 2, accept: len(program) - 1}
+    raw = b""
+    for i, (code, jt, jf, k) in enumerate(program):
+        jump = lambda label: 0 if label is None else at[label] - i - 1
+        raw += struct.pack("HBBI", code, jump(jt), jump(jf), k)
+    return len(program), raw
+
+
 sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+if ports:
+    import ctypes
+    count, instructions = port_filter(ports)
+    filter_buffer = ctypes.create_string_buffer(instructions)
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, struct.pack("@HP", count, ctypes.addressof(filter_buffer)))
 sock.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
 sock.bind((iface, 0))
@@ -57,14 +95,14 @@ while True:
         break
     if sock in ready:
         data, address = sock.recvfrom(1 << 17)
-        if address[2] != PACKET_OUTGOING:
+        if address[2] == KEEP:
             frames.append(data)
 # what is still queued arrived before the end
 sock.setblocking(False)
 try:
     while True:
         data, address = sock.recvfrom(1 << 17)
-        if address[2] != PACKET_OUTGOING:
+        if address[2] == KEEP:
             frames.append(data)
 except BlockingIOError:
     pass

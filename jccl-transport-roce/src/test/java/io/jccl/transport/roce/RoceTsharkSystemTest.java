@@ -239,7 +239,8 @@ class RoceTsharkSystemTest {
             List<String> expected = new ArrayList<>(sent);
             Collections.sort(expected);
             Collections.sort(seen);
-            assertEquals(expected, seen, "tshark's decode of every datagram equals what roce0 sent");
+            assertEquals(expected, seen, "tshark's decode of every datagram equals what roce0 sent (capture: "
+                + sniffLog.toString().trim() + "; " + ca + " / " + cb + ")");
             Set<Integer> all = new TreeSet<>(List.of(0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09,
                 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12, 0x13, 0x14, RoceOpcode.CNP));
             assertEquals(all, opcodes, "every opcode roce0 sends was captured");
