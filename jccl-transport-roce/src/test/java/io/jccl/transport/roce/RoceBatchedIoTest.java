@@ -219,6 +219,27 @@ class RoceBatchedIoTest {
     }
 
     @Test
+    void shouldMakeTheReceiveThreadStandByForAPollerThatFindsTheSocketBusy() {
+        try (Pair p = Pair.open(1024)) {
+            boolean claimed = false;
+            // a few tries: the claim needs a datagram within the last 10 ms, which a descheduled test thread misses
+            for (int attempt = 0; attempt < 5 && !claimed; attempt++) {
+                p.writeAndSend(100, attempt);
+                p.cb().holdReceiveForTest(); // stands in for a receive thread that holds the lock (its spin phase)
+                try {
+                    long before = System.nanoTime();
+                    assertEquals(0, p.cb().driveFromPoller(), "the lock is held: nothing drained");
+                    // the poller's claim is seen although it did not get the lock: the receive thread stands by
+                    claimed = p.cb().lastPollerDriveNs() - before >= 0;
+                } finally {
+                    p.cb().releaseReceiveForTest();
+                }
+            }
+            assertTrue(claimed, "a poller that found the receive lock taken left no claim");
+        }
+    }
+
+    @Test
     void shouldPickTheLargestMtuWhoseDatagramsFitTheLink() {
         assertEquals(4096, RoceSettings.ibMtuFor(65536));
         assertEquals(4096, RoceSettings.ibMtuFor(9000));
