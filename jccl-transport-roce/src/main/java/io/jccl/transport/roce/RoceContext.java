@@ -835,7 +835,7 @@ final class RoceContext extends AbstractContext {
         int stored = Icrc.get(rx, 0, length);
         // identification: the segment index of a GRO datagram's packet, 0 for a packet sent alone, or, for a packet
         // of a peer's GSO send that this socket received alone (GRO off here), its index within that send
-        if (stored != withId0 && stored != (withId0 ^ Icrc.identificationDelta(segment, length))
+        if (stored != withId0 && stored != (withId0 ^ rxIcrc.delta(segment, length))
             && rxIcrc.matchingIdentification(withId0, stored, length, 1, TxBatch.MAX_SEGMENTS - 1) < 0) {
             counterSet().increment(Counter.PORT_RCV_ERRORS);
             return;

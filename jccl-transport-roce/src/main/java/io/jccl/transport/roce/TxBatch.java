@@ -83,6 +83,8 @@ final class TxBatch {
     private int externalHeader;
     private long externalAddress;
     private int externalLength;
+    /** Identification deltas for the ICRCs of GSO segments (cached per packet length). */
+    private final Icrc deltas = new Icrc();
     /** One UDP_SEGMENT control message per message. */
     private final MemorySegment controls;
 
@@ -182,7 +184,7 @@ final class TxBatch {
             headers.set(LONG_NATIVE, (long) m * MMSGHDR_BYTES + 24, messageIovecs[m]); // msg_iovlen
             messageClosed = length < messageSegment[m];
             ByteBuffer b = buffers[count];
-            Icrc.put(b, 0, length, Icrc.get(b, 0, length) ^ Icrc.identificationDelta(k, length));
+            Icrc.put(b, 0, length, Icrc.get(b, 0, length) ^ deltas.delta(k, length));
         } else if (gso && m >= 0 && messagePackets[m] == 1 && length > messageSegment[m]
             && messageBytes[m] + length <= MAX_GSO_BYTES
             && (buffers[messageStart[m]].get(0) & 0xFF) == RoceOpcode.ACKNOWLEDGE) {
@@ -201,7 +203,7 @@ final class TxBatch {
             iovFirst[count] = at;
             iovFirst[ack] = at + c;
             ByteBuffer b = buffers[ack];
-            Icrc.put(b, 0, lengths[ack], Icrc.get(b, 0, lengths[ack]) ^ Icrc.identificationDelta(1, lengths[ack]));
+            Icrc.put(b, 0, lengths[ack], Icrc.get(b, 0, lengths[ack]) ^ deltas.delta(1, lengths[ack]));
             identification[ack] = 1;
             messagePackets[m] = 2;
             messageSegment[m] = length;
@@ -294,7 +296,7 @@ final class TxBatch {
             int k = identification[i];
             if (k != 0) {
                 ByteBuffer b = buffers[i];
-                Icrc.put(b, 0, lengths[i], Icrc.get(b, 0, lengths[i]) ^ Icrc.identificationDelta(k, lengths[i]));
+                Icrc.put(b, 0, lengths[i], Icrc.get(b, 0, lengths[i]) ^ deltas.delta(k, lengths[i]));
                 identification[i] = 0;
             }
             startMessage(i, lengths[i]);

@@ -39,6 +39,10 @@ public final class Icrc {
 
     private final CRC32 crc = new CRC32();
     private final byte[] pseudo = new byte[PSEUDO_LENGTH];
+    /** {@link #delta}'s identifications below 2^6 (a GSO send has at most 64 segments): per-bit deltas. */
+    private static final int CACHED_BITS = 6;
+    private final int[] cachedBitDelta = new int[CACHED_BITS];
+    private int cachedLength = -1;
     /** {@link #matchingIdentification}'s per-bit deltas. */
     private final int[] bitDelta = new int[16];
 
@@ -168,6 +172,34 @@ public final class Icrc {
             return 0;
         }
         return multModP(zeroBytesFactor(roceLength), identificationBits(identification));
+    }
+
+    /**
+     * {@link #identificationDelta} for this calculator's thread, from the deltas of the identification's six low
+     * bits for the last length asked (recomputed when the length changes): a GSO send's packets share one length,
+     * so each costs at most six XORs instead of a 32-step multiplication (which a profile of a 1 MiB WRITE stream
+     * showed in 10% of the sender's samples).
+     */
+    public int delta(int identification, int roceLength) {
+        if (identification == 0) {
+            return 0;
+        }
+        if (identification >= 1 << CACHED_BITS) {
+            return identificationDelta(identification, roceLength);
+        }
+        if (roceLength != cachedLength) {
+            for (int b = 0; b < CACHED_BITS; b++) {
+                cachedBitDelta[b] = identificationDelta(1 << b, roceLength);
+            }
+            cachedLength = roceLength;
+        }
+        int delta = 0;
+        for (int b = 0; b < CACHED_BITS; b++) {
+            if ((identification & (1 << b)) != 0) {
+                delta ^= cachedBitDelta[b];
+            }
+        }
+        return delta;
     }
 
     /** The CRC register (no inversion) after the two identification bytes, from 0: linear in the identification. */

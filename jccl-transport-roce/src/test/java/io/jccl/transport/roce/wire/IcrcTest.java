@@ -112,6 +112,7 @@ class IcrcTest {
                     roceLength);
                 assertEquals(expected, withZero ^ Icrc.identificationDelta(id, roceLength),
                     "id " + id + ", length " + roceLength);
+                assertEquals(expected, withZero ^ icrc.delta(id, roceLength), "cached: id " + id);
                 if (id < 64) {
                     assertEquals(id, icrc.matchingIdentification(withZero, expected, roceLength, 0, 63));
                     assertEquals(-1, icrc.matchingIdentification(withZero, expected, roceLength, 0, id - 1));
