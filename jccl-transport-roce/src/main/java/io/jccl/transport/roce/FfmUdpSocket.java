@@ -40,6 +40,13 @@ final class FfmUdpSocket extends UdpIo {
     static final int IP_MTU_DISCOVER = 10;
     static final int IP_RECVTOS = 13;
     static final int IP_PMTUDISC_DO = 2;
+    /** {@code <netinet/udp.h>}: UDP GSO (a segment size per send) and GRO (segments delivered together). */
+    static final int SOL_UDP = 17;
+    static final int UDP_SEGMENT = 103;
+    static final int UDP_GRO = 104;
+    static final int EIO = 5;
+    static final int EINVAL = 22;
+    static final int EMSGSIZE = 90;
     static final int MSG_DONTWAIT = 0x40;
     static final int MSG_TRUNC = 0x20;
     static final int EPERM = 1;
@@ -146,13 +153,22 @@ final class FfmUdpSocket extends UdpIo {
     /** For {@link #await} and {@link #sendOne} (receive thread, tests): the pollfd and a sockaddr_in. */
     private final MemorySegment pollFd;
     private volatile boolean closed;
+    /** Whether sends may carry GSO messages (JCCL_ROCE_GSO and the kernel; off for good once the kernel refuses). */
+    private volatile boolean gso;
+    /** Whether the kernel hands this socket the segments of one GSO send as one datagram (UDP_GRO). */
+    private final boolean gro;
 
     FfmUdpSocket(InetAddress address, int port) throws IOException {
-        this(address, port, false);
+        this(address, port, true, false);
     }
 
-    /** As above; {@code sendOnly}: SO_REUSEPORT, no IP_RECVTOS, the smallest receive buffer ({@link #openSendOnly}). */
-    FfmUdpSocket(InetAddress address, int port, boolean sendOnly) throws IOException {
+    /**
+     * Opens and binds the socket; with {@code segmentation}, turns UDP GSO and GRO on where the kernel knows them
+     * (Linux 4.18 and 5.0: {@code setsockopt(SOL_UDP, UDP_SEGMENT/UDP_GRO)} answers ENOPROTOOPT before). With
+     * {@code sendOnly} (a QP's flow-label socket, {@link #openSendOnly}): SO_REUSEPORT, no IP_RECVTOS, the smallest
+     * receive buffer, no GRO (nothing is read from it); GSO is probed on it as on the context's socket.
+     */
+    FfmUdpSocket(InetAddress address, int port, boolean segmentation, boolean sendOnly) throws IOException {
         Arena arena = Arena.ofAuto();
         MemorySegment state = arena.allocate(CALL_STATE);
         int s;
@@ -176,6 +192,9 @@ final class FfmUdpSocket extends UdpIo {
                 setInt(arena, state, SOL_SOCKET, SO_RCVBUF, SOCKET_BUFFER_BYTES, "SO_RCVBUF");
             }
             setInt(arena, state, SOL_SOCKET, SO_SNDBUF, SOCKET_BUFFER_BYTES, "SO_SNDBUF");
+            // UDP_SEGMENT 0 on the socket: no GSO unless a send's control message asks (a probe that it exists)
+            gso = segmentation && trySetInt(arena, state, SOL_UDP, UDP_SEGMENT, 0);
+            gro = segmentation && !sendOnly && trySetInt(arena, state, SOL_UDP, UDP_GRO, 1);
             MemorySegment sin = arena.allocate(TxBatch.SOCKADDR_IN_BYTES, 8);
             sin.set(ValueLayout.JAVA_SHORT, 0, (short) AF_INET);
             sin.set(ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN), 2, (short) port);
@@ -221,6 +240,12 @@ final class FfmUdpSocket extends UdpIo {
         }
     }
 
+    private boolean trySetInt(Arena arena, MemorySegment state, int level, int option, int value) throws Throwable {
+        MemorySegment v = arena.allocate(ValueLayout.JAVA_INT);
+        v.set(ValueLayout.JAVA_INT, 0, value);
+        return (int) Calls.SETSOCKOPT.invokeExact(state, fd, level, option, v, 4) == 0;
+    }
+
     static int errno(MemorySegment state) {
         return (int) ERRNO.get(state, 0L);
     }
@@ -245,14 +270,17 @@ final class FfmUdpSocket extends UdpIo {
         if (closed) { // never write to a descriptor number that may since name another file
             throw new java.nio.channels.ClosedChannelException();
         }
-        int count = batch.count();
+        if (batch.grouped() && !gso) {
+            batch.ungroup(0); // GSO was refused since these packets were queued
+        }
         batch.destination(toIpv4, toPort);
         int sent = 0;
         int calls = 0;
-        for (int tries = 0; sent < count; ) {
+        for (int tries = 0; sent < batch.messageCount(); ) {
             int n;
             try {
-                n = (int) Calls.SENDMMSG.invokeExact(batch.callState, fd, batch.headersFrom(sent), count - sent, 0);
+                n = (int) Calls.SENDMMSG.invokeExact(batch.callState, fd, batch.headersFrom(sent),
+                    batch.messageCount() - sent, 0);
             } catch (Throwable e) {
                 throw new IOException("sendmmsg: " + e, e);
             }
@@ -268,9 +296,19 @@ final class FfmUdpSocket extends UdpIo {
             }
             if (e == EPERM) {
                 // A netfilter rule dropped this datagram in OUTPUT (Linux answers EPERM): for RC that is a lost
-                // packet, which go-back-N recovers, as rxe retries; skip it and send the rest.
+                // packet, which go-back-N recovers, as rxe retries; skip it and send the rest. A GSO message is
+                // one datagram to netfilter (segmented after OUTPUT): all its packets are lost together.
+                batch.refused += batch.messagePackets(sent);
                 sent++;
-                batch.refused++;
+                continue;
+            }
+            if ((e == EIO || e == EINVAL || e == EMSGSIZE) && batch.messagePackets(sent) > 1) {
+                // no GSO here (EIO: no checksum offload on the route's device; EINVAL: an older kernel's limits):
+                // one datagram per packet from now on, identification 0 as before
+                gso = false;
+                batch.ungroup(sent);
+                io.jccl.common.Log.get().info(-1, io.jccl.common.Log.Subsys.NET, () -> "roce0: the kernel refused "
+                    + "UDP GSO (errno " + e + "); one datagram per packet from now on");
                 continue;
             }
             if (e != EAGAIN && e != EINTR && e != ENOBUFS) {
@@ -364,6 +402,16 @@ final class FfmUdpSocket extends UdpIo {
         } catch (Throwable e) {
             throw new IOException(e.toString(), e);
         }
+    }
+
+    @Override
+    boolean gso() {
+        return gso;
+    }
+
+    @Override
+    boolean gro() {
+        return gro;
     }
 
     @Override

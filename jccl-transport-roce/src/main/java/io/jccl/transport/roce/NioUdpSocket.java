@@ -67,6 +67,7 @@ final class NioUdpSocket extends UdpIo {
 
     @Override
     int send(TxBatch batch, InetSocketAddress to, int toIpv4, int toPort) throws IOException {
+        batch.ungroup(0); // never grouped here (gso() is false); a datagram per packet, identification 0
         for (int i = 0; i < batch.count(); i++) {
             sendOne(batch.buffer(i), batch.length(i), to);
         }
@@ -107,6 +108,7 @@ final class NioUdpSocket extends UdpIo {
         ring.sourceIpv4s[0] = lastSenderIpv4;
         ring.sourcePorts[0] = from.getPort();
         ring.tosBytes[0] = -1;
+        ring.segmentSizes[0] = 0;
         slot.clear();
         return 1;
     }

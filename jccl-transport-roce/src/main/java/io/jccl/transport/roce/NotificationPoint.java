@@ -64,7 +64,7 @@ final class NotificationPoint {
         int value = icrc.computeIpv4(context.localIpv4(), qp.remoteIpv4(), 0, RoceContext.DONT_FRAGMENT,
             qp.txSourcePort(), qp.remotePort(), packet, 0, length);
         Icrc.put(packet, 0, length, value);
-        context.queue(tx, length);
+        context.queue(tx, qp.txSocket(), length);
         try {
             context.flush(tx, qp.txSocket(), peer, qp.remoteIpv4(), qp.remotePort());
         } catch (IOException e) {

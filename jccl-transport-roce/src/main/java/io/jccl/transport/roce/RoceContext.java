@@ -124,7 +124,7 @@ final class RoceContext extends AbstractContext {
         }
     }
 
-    /** When an application thread last drained the socket (System.nanoTime; 0 = handed back). */
+    /** When an application thread last drained, or tried to drain, the socket (System.nanoTime; 0 = handed back). */
     private volatile long lastPollerDriveNs;
     /** When the last datagram arrived (System.nanoTime; written once per received batch). */
     private volatile long lastDatagramNs;
@@ -132,7 +132,10 @@ final class RoceContext extends AbstractContext {
     private volatile int lastTos = -1;
     // I/O statistics (relaxed: diagnostics and tests, never decisions)
     private final java.util.concurrent.atomic.AtomicLong sendCalls = new java.util.concurrent.atomic.AtomicLong();
+    private final java.util.concurrent.atomic.AtomicLong sendDatagrams =
+        new java.util.concurrent.atomic.AtomicLong();
     private long receiveCalls;
+    private long receiveDatagrams;
     private long receiveWaits;
     private long pollerDrives;
     /** IP TOS byte of every packet sent: DSCP 0, ECN-Capable Transport 0, so a switch marks rather than drops. */
@@ -172,7 +175,9 @@ final class RoceContext extends AbstractContext {
     }
 
     // Whoever holds the receive lock.
-    private final RxRing ring = new RxRing(RxRing.DEFAULT_CAPACITY);
+    private final RxRing ring;
+    /** Whether the socket sends from iovecs (FFM), so payloads may stay in their regions ({@link #zeroCopy()}). */
+    private final boolean zeroCopy;
     private final BthFlyweight rxBth = new BthFlyweight();
     private final Icrc rxIcrc = new Icrc();
 
@@ -191,6 +196,8 @@ final class RoceContext extends AbstractContext {
             throw new VerbsException(VerbsException.Reason.SYSTEM, "roce0: cannot bind UDP " + settings.address()
                 + ":" + settings.port() + " (" + e + "); set JCCL_ROCE_PORT to a free port, or 0 for any", e);
         }
+        ring = RxRing.forSocket(udp.gro());
+        zeroCopy = udp.kind().equals("ffm");
         localPort = udp.localPort();
         receiveBufferBytes = udp.receiveBufferBytes();
         localIpv4 = ipv4(address);
@@ -399,11 +406,20 @@ final class RoceContext extends AbstractContext {
      * loss-injection filter drops it. Sent by the next {@link #flush}.
      */
     void queue(TxBatch batch, int length) {
+        queue(batch, null, length);
+    }
+
+    /**
+     * As above, for a batch that {@code via} will send (a QP's flow-label socket, or null: the context's): whether
+     * packets may form GSO messages is that socket's answer, since each socket probes UDP_SEGMENT on its own.
+     */
+    void queue(TxBatch batch, UdpIo via, int length) {
         PacketFilter filter = dropFilter;
         if (filter != null && filter.drop(batch.buffer(), length)) {
+            batch.clearExternal();
             return; // lost on the way (tests)
         }
-        batch.commit(length);
+        batch.commit(length, (via != null ? via : udp).gso());
         counterSet().increment(Counter.PORT_XMIT_PACKETS);
         counterSet().increment(Counter.SENT_PKTS);
         counterSet().add(Counter.PORT_XMIT_DATA, length); // bytes, as every JCCL data counter
@@ -426,6 +442,7 @@ final class RoceContext extends AbstractContext {
         }
         try {
             sendCalls.addAndGet((via != null ? via : udp).send(batch, to, toIpv4, toPort));
+            sendDatagrams.addAndGet(batch.messageCount()); // GSO messages count once (the kernel's sends)
         } finally {
             if (batch.refused > 0) {
                 counterSet().add(Counter.SEND_ERR, batch.refused);
@@ -554,6 +571,35 @@ final class RoceContext extends AbstractContext {
         return sendCalls.get();
     }
 
+    /** Datagrams handed to the kernel so far: a GSO message of many packets counts once. */
+    long sendDatagrams() {
+        return sendDatagrams.get();
+    }
+
+    /** Datagrams received so far: a GRO datagram of many packets counts once. */
+    long receiveDatagrams() {
+        return receiveDatagrams;
+    }
+
+    /**
+     * Whether queue pairs may leave a request's payload in its registered region for the kernel to gather (a second
+     * {@code iovec}, {@link TxBatch#external}) instead of copying it into their batch: FFM sockets only, and not
+     * while a test's drop filter is installed (it reads whole packets from the batch).
+     */
+    boolean zeroCopy() {
+        return zeroCopy && dropFilter == null;
+    }
+
+    /** Whether this context's socket sends GSO messages now ({@code JCCL_ROCE_GSO}, and the kernel agreed). */
+    boolean gso() {
+        return udp.gso();
+    }
+
+    /** Whether this context's socket receives GSO sends as one datagram (UDP_GRO). */
+    boolean gro() {
+        return udp.gro();
+    }
+
     /** Receive system calls that returned datagrams so far (recvmmsg or receive). */
     long receiveSystemCalls() {
         return receiveCalls;
@@ -592,6 +638,11 @@ final class RoceContext extends AbstractContext {
         }
     }
 
+    /** When an application thread last drove, or tried to drive, the socket (0: handed back); tests. */
+    long lastPollerDriveNs() {
+        return lastPollerDriveNs;
+    }
+
     /** Gives back the receive lock {@link #holdReceiveForTest()} took. */
     void releaseReceiveForTest() {
         releaseReceive();
@@ -618,13 +669,19 @@ final class RoceContext extends AbstractContext {
                 return total;
             }
             receiveCalls++;
+            receiveDatagrams += n;
             lastDatagramNs = System.nanoTime();
             flushHeldAcks(); // more arrived: an ACK held from the last batch waits no longer (a stream's window)
             for (int i = 0; i < n; i++) {
-                ackHoldable = pollerDraining && i == n - 1; // the last datagram before the poller returns
                 try {
-                    onDatagram(ring.buffer(i), ring.segment(i), ring.truncated[i] ? -1 : ring.lengths[i],
-                        ring.sourceIpv4s[i], ring.sourcePorts[i], ring.tosBytes[i]);
+                    int size = ring.segmentSize(i);
+                    if (size == 0) { // one packet (or a truncated datagram: -1)
+                        ackHoldable = pollerDraining && i == n - 1; // the last datagram before the poller returns
+                        onDatagram(ring.buffer(i), ring.segment(i), ring.truncated[i] ? -1 : ring.lengths[i],
+                            ring.sourceIpv4s[i], ring.sourcePorts[i], ring.tosBytes[i], 0);
+                    } else {
+                        onCoalesced(i, size, i == n - 1);
+                    }
                 } catch (RuntimeException e) {
                     counterSet().increment(Counter.PORT_RCV_ERRORS);
                     receiveFailures++;
@@ -632,6 +689,11 @@ final class RoceContext extends AbstractContext {
                 }
             }
             total += n;
+            if (n < ring.capacity) {
+                // a short batch: the socket was most likely empty, and one more recvmmsg to make sure costs every
+                // ping-pong a system call on each side; the next poll looks again (no drain counted: not seen empty)
+                return total;
+            }
         }
         return total;
     }
@@ -703,14 +765,21 @@ final class RoceContext extends AbstractContext {
         }
         flushHeldAcks();
         long now = System.nanoTime();
-        if (now - lastDatagramNs > RECENT_ACTIVITY_NS || !tryAcquireReceive()) {
+        if (now - lastDatagramNs > RECENT_ACTIVITY_NS) {
+            return 0;
+        }
+        // Claimed before the lock is tried: a receive thread in its spin phase holds the lock nearly all the time
+        // (a recvmmsg per turn), so a poller that had to win it first rarely did, the receive thread never saw a
+        // poller and never stood by, and a ping-pong ran three spinning threads per process on two cores (a profile
+        // of write_lat: the receive thread spinning against the poller in 13% of the samples).
+        lastPollerDriveNs = now == 0 ? 1 : now;
+        if (!tryAcquireReceive()) {
             return 0;
         }
         try {
             if (closing) {
                 return 0;
             }
-            lastPollerDriveNs = now == 0 ? 1 : now;
             pollerDrives++;
             pollerDraining = true;
             try {
@@ -807,9 +876,55 @@ final class RoceContext extends AbstractContext {
         }
     }
 
-    /** Checks one datagram and dispatches it; anything malformed is dropped and counted, never thrown. */
+    /**
+     * Datagram {@code i} of the ring holds the packets of one GSO send (UDP GRO), {@code size} bytes each (the last
+     * may be shorter): each is checked and dispatched as a datagram of its own, packet k with IPv4 identification k.
+     */
+    private void onCoalesced(int i, int size, boolean lastDatagram) {
+        int length = ring.lengths[i];
+        int views = ring.views(i, size, length);
+        int k = 0;
+        for (int offset = 0; offset < length; offset += size, k++) {
+            int packetLength = Math.min(size, length - offset);
+            ByteBuffer packet;
+            MemorySegment packetSegment;
+            if (k == 0) {
+                packet = ring.buffer(i);
+                packetSegment = ring.segment(i);
+            } else if (views >= 0) {
+                packet = ring.packetBuffer(i, views, k);
+                packetSegment = ring.packetSegment(i, views, k);
+            } else {
+                packet = ring.copyPacket(i, offset, packetLength);
+                packetSegment = ring.scratchSegment();
+            }
+            ackHoldable = pollerDraining && lastDatagram && onlyAcksAfter(i, offset + size, size, length);
+            onDatagram(packet, packetSegment, packetLength, ring.sourceIpv4s[i], ring.sourcePorts[i],
+                ring.tosBytes[i], k);
+        }
+    }
+
+    /**
+     * Whether the packets of GRO datagram {@code i} from {@code offset} on are all ACKs (or none are left): a
+     * request's ACK may then be held for the application's answer ({@link #holdsAck}), as for a poller's last
+     * datagram. A peer's answer and its ACK arrive so, as one datagram ({@link TxBatch}'s ACK swap).
+     */
+    private boolean onlyAcksAfter(int i, int offset, int size, int length) {
+        for (int at = offset; at < length; at += size) {
+            if ((ring.segment(i).get(java.lang.foreign.ValueLayout.JAVA_BYTE, at) & 0xFF) != RoceOpcode.ACKNOWLEDGE) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
+     * Checks one packet and dispatches it; anything malformed is dropped and counted, never thrown.
+     * {@code segment} is its index in a GRO datagram (0 for a datagram of its own): the IPv4 identification its
+     * sender's kernel gave it when it went out as one GSO send.
+     */
     private void onDatagram(ByteBuffer rx, MemorySegment rxSegment, int length, int sourceIpv4, int sourcePort,
-                            int tos) {
+                            int tos, int segment) {
         counterSet().increment(Counter.PORT_RCV_PACKETS);
         if (length < BthFlyweight.LENGTH + RoceOpcode.ICRC_LENGTH) { // -1: longer than a ring slot
             counterSet().increment(Counter.PORT_RCV_ERRORS);
@@ -824,9 +939,13 @@ final class RoceContext extends AbstractContext {
         }
         counterSet().add(Counter.PORT_RCV_DATA, length);
         lastTos = tos;
-        int expected = rxIcrc.computeIpv4(sourceIpv4, localIpv4, 0, DONT_FRAGMENT, sourcePort, localPort,
+        int withId0 = rxIcrc.computeIpv4(sourceIpv4, localIpv4, 0, DONT_FRAGMENT, sourcePort, localPort,
             rx, 0, length);
-        if (expected != Icrc.get(rx, 0, length)) {
+        int stored = Icrc.get(rx, 0, length);
+        // identification: the segment index of a GRO datagram's packet, 0 for a packet sent alone, or, for a packet
+        // of a peer's GSO send that this socket received alone (GRO off here), its index within that send
+        if (stored != withId0 && stored != (withId0 ^ rxIcrc.delta(segment, length))
+            && rxIcrc.matchingIdentification(withId0, stored, length, 1, TxBatch.MAX_SEGMENTS - 1) < 0) {
             counterSet().increment(Counter.PORT_RCV_ERRORS);
             return;
         }
@@ -884,7 +1003,9 @@ final class RoceContext extends AbstractContext {
     /** "ffm"/"nio", the port and the I/O statistics (diagnostics). */
     @Override
     public String toString() {
-        return "roce0 " + addressText + " (" + udp.kind() + ", " + sendCalls.get() + " send calls, " + receiveCalls
-            + " receive calls, " + receiveWaits + " waits, " + pollerDrives + " poller drives)";
+        return "roce0 " + addressText + " (" + udp.kind() + (udp.gso() ? "+gso" : "") + (udp.gro() ? "+gro" : "")
+            + ", " + sendCalls.get() + " send calls, " + sendDatagrams.get() + " datagrams sent, " + receiveCalls
+            + " receive calls, " + receiveDatagrams + " datagrams received, " + receiveWaits + " waits, "
+            + pollerDrives + " poller drives)";
     }
 }

@@ -87,6 +87,12 @@ final class RoceQueuePair extends AbstractQueuePair {
     private final AtomicEthFlyweight atomicEth = new AtomicEthFlyweight();
     private final AtomicAckEthFlyweight atomicAckEth = new AtomicAckEthFlyweight();
     private final Icrc icrc = new Icrc();
+    /** The next packet's payload in a registered region ({@link #payloadInPlace}): its view, offset and length. */
+    private MemorySegment externalMemory;
+    private ByteBuffer externalView;
+    private int externalOffset;
+    private int externalAt;
+    private int externalLength;
     // receive-side views (receive thread, under the lock)
     private final BthFlyweight inBth = new BthFlyweight();
     private final RethFlyweight inReth = new RethFlyweight();
@@ -567,7 +573,9 @@ final class RoceQueuePair extends AbstractQueuePair {
             immDt.wrap(tx, immAt).immediate(slot.immediateData);
         }
         int payloadAt = RoceOpcode.headerLength(opcode);
-        if (payload > 0 && !gather(slot, slot.progress, txSegment, payloadAt, payload)) {
+        if (payload > 0 && roce.zeroCopy() && payloadInPlace(slot, slot.progress, payloadAt, payload)) {
+            // the kernel gathers the payload from the region (TxBatch.external): no copy into the batch
+        } else if (payload > 0 && !gather(slot, slot.progress, txSegment, payloadAt, payload)) {
             // the region was deregistered while the message was going out
             if (sendNext == sendHead) {
                 completeSend(WorkCompletionStatus.LOC_PROT_ERR, 0, 0);
@@ -587,17 +595,66 @@ final class RoceQueuePair extends AbstractQueuePair {
     }
 
     /**
+     * Whether bytes {@code skip..skip + length} of {@code slot}'s payload lie in one scatter/gather entry of a
+     * region a {@link ByteBuffer} can view (up to 2 GiB): then the next {@link #transmitPacket} takes them from there
+     * ({@link #externalLength}), for the ICRC and for the kernel. Else (inline data, a packet across entries, a bad
+     * lkey, which {@code gather} then reports) false, and the payload is copied into the batch as before.
+     */
+    private boolean payloadInPlace(SendSlot slot, long skip, int payloadAt, int length) {
+        if (slot.inline) {
+            return false;
+        }
+        long position = 0;
+        for (int i = 0; i < slot.sgeCount; i++) {
+            int len = slot.sgeLength[i];
+            if (position + len <= skip) {
+                position += len;
+                continue;
+            }
+            long from = skip - position;
+            if (from + length > len) {
+                return false;
+            }
+            io.jccl.verbs.spi.SoftMemoryRegion region = localRegion(slot.sgeAddress[i], len, slot.sgeLkey[i], false);
+            if (region == null) {
+                return false;
+            }
+            MemorySegment memory = region.segment();
+            if (memory.byteSize() > Integer.MAX_VALUE) {
+                return false;
+            }
+            if (memory != externalMemory) { // a view per region, made when the region changes
+                externalMemory = memory;
+                externalView = memory.asByteBuffer();
+            }
+            externalOffset = (int) (slot.sgeAddress[i] - region.address() + from);
+            externalAt = payloadAt;
+            externalLength = length;
+            return true;
+        }
+        return false;
+    }
+
+    /**
      * Puts the ICRC on the packet in {@link #tx} and queues it in the batch (sent when the batch is full or the
      * lock is about to be released); a request arms the local ACK timer if it is off.
      */
     private boolean transmitPacket(int length, boolean request) {
-        int value = icrc.computeIpv4(roce.localIpv4(), remoteIpv4, 0, RoceContext.DONT_FRAGMENT, txSourcePort,
-            remotePort, tx, 0, length);
+        int value;
+        if (externalLength > 0) {
+            value = icrc.computeIpv4(roce.localIpv4(), remoteIpv4, 0, RoceContext.DONT_FRAGMENT, txSourcePort,
+                remotePort, tx, 0, length, externalAt, externalView, externalOffset, externalLength);
+            txBatch.external(externalAt, externalMemory.address() + externalOffset, externalLength);
+            externalLength = 0;
+        } else {
+            value = icrc.computeIpv4(roce.localIpv4(), remoteIpv4, 0, RoceContext.DONT_FRAGMENT, txSourcePort,
+                remotePort, tx, 0, length);
+        }
         Icrc.put(tx, 0, length, value);
         if (request && pacer != null && bth.wrap(tx, 0).ackRequest()) {
             pacer.controller().onAckRequested(bth.psn(), System.nanoTime()); // an RTT sample for the delay mode
         }
-        roce.queue(txBatch, length);
+        roce.queue(txBatch, txSocket, length);
         if (txBatch.isFull() && !flushTx()) {
             return false;
         }

@@ -22,6 +22,8 @@ import java.nio.ByteBuffer;
  * receive lock), since the ring is shared.
  */
 abstract class UdpIo implements AutoCloseable {
+    /** Variable that turns UDP GSO on send and GRO on receive on (1, the default) or off (0); FFM sockets only. */
+    static final String GSO_ENV = "JCCL_ROCE_GSO";
     /** Variable that picks the socket implementation: auto (default), ffm or nio. */
     static final String IO_ENV = "JCCL_ROCE_IO";
     /** Receive and send socket buffers: a 128-packet window of 4 KiB packets for many QPs. */
@@ -30,6 +32,12 @@ abstract class UdpIo implements AutoCloseable {
     /** Opens the socket {@code JCCL_ROCE_IO} names, bound to {@code address:port}. */
     static UdpIo open(InetAddress address, int port) throws IOException {
         String which = Config.value(IO_ENV, "auto").trim().toLowerCase(java.util.Locale.ROOT);
+        String gsoValue = Config.value(GSO_ENV, "1").trim();
+        if (!gsoValue.equals("0") && !gsoValue.equals("1")) {
+            throw new IllegalArgumentException(GSO_ENV + "=" + gsoValue + ": use 1 (UDP GSO and GRO where the "
+                + "kernel has them) or 0 (one datagram per packet)");
+        }
+        boolean segmentation = gsoValue.equals("1");
         switch (which) {
             case "nio":
                 return new NioUdpSocket(address, port);
@@ -38,10 +46,10 @@ abstract class UdpIo implements AutoCloseable {
                     throw new IOException(IO_ENV + "=ffm but FFM sockets are not available here ("
                         + FfmUdpSocket.unavailableReason() + ")");
                 }
-                return new FfmUdpSocket(address, port);
+                return new FfmUdpSocket(address, port, segmentation, false);
             case "auto":
                 if (FfmUdpSocket.available()) {
-                    return new FfmUdpSocket(address, port);
+                    return new FfmUdpSocket(address, port, segmentation, false);
                 }
                 Log.get().info(-1, Log.Subsys.NET, () -> "roce0: FFM sockets unavailable ("
                     + FfmUdpSocket.unavailableReason() + "); one system call per packet through a DatagramChannel");
@@ -60,8 +68,9 @@ abstract class UdpIo implements AutoCloseable {
      * @throws IOException when the port cannot be bound (taken) or the socket not opened
      */
     static UdpIo openSendOnly(UdpIo like, InetAddress address, int port) throws IOException {
-        return like instanceof FfmUdpSocket ? new FfmUdpSocket(address, port, true) : new NioUdpSocket(address, port,
-            true);
+        // GSO where the context's socket has it (JCCL_ROCE_GSO, the kernel, not refused since): probed again here
+        return like instanceof FfmUdpSocket ? new FfmUdpSocket(address, port, like.gso(), true)
+            : new NioUdpSocket(address, port, true);
     }
 
     /** "ffm" or "nio" (devinfo, tests, benchmarks). */
@@ -99,6 +108,22 @@ abstract class UdpIo implements AutoCloseable {
 
     /** Sets the TOS byte (DSCP and ECN bits) of the packets this socket sends ({@code IP_TOS}). */
     abstract void trafficClass(int tos) throws IOException;
+
+    /**
+     * Whether queued packets may form UDP GSO messages ({@link TxBatch#commit}): FFM sockets where the kernel takes
+     * {@code UDP_SEGMENT} and {@code JCCL_ROCE_GSO} is not 0; false for good after the kernel refused a GSO send.
+     */
+    boolean gso() {
+        return false;
+    }
+
+    /**
+     * Whether a received datagram may hold several packets of one GSO send ({@code UDP_GRO}): then {@link RxRing}
+     * slots hold 64 KiB and {@link RxRing#segmentSize} tells where each packet starts.
+     */
+    boolean gro() {
+        return false;
+    }
 
     /** Whether {@link #receive} reports each packet's TOS byte. */
     abstract boolean reportsTos();

@@ -32,6 +32,7 @@ class RoceBatchedIoTest {
     void clearProperties() {
         System.clearProperty("jccl.roce.io");
         System.clearProperty("jccl.roce.poll.driven");
+        System.clearProperty("jccl.roce.gso");
     }
 
     /** Two connected contexts with one QP each, a 1 MiB region on each side. */
@@ -101,9 +102,64 @@ class RoceBatchedIoTest {
             }
             long calls = p.ca().sendSystemCalls() - before;
             long packets = messages * ((1 << 20) / 4096 + 1L); // 256 WRITE packets and one SEND each
-            System.out.println("roce batched send: " + packets + " packets in " + calls + " send system calls");
+            System.out.println("roce batched send: " + packets + " packets in " + calls + " send system calls; "
+                + p.ca() + " / " + p.cb());
             // one call per window refill: the first 128 packets in two, then one per ACK (every 64 packets)
             assertTrue(calls * 8 <= packets, calls + " send system calls for " + packets + " packets");
+        }
+    }
+
+    @Test
+    void shouldSendEqualPacketsAsOneGsoDatagramAndReceiveThemAsOne() {
+        assumeTrue(FfmUdpSocket.available(), "FFM sockets: " + FfmUdpSocket.unavailableReason());
+        try (Pair p = Pair.open(4096)) {
+            assumeTrue(p.ca().gso() && p.cb().gro(), "UDP GSO/GRO refused by this kernel: " + p.ca());
+            p.writeAndSend(1 << 20, 1);
+            long sent = p.ca().sendDatagrams();
+            long packets = p.ca().counterSet().get(io.jccl.verbs.Counter.PORT_XMIT_PACKETS);
+            long received = p.cb().receiveDatagrams();
+            long receivedPackets = p.cb().counterSet().get(io.jccl.verbs.Counter.PORT_RCV_PACKETS);
+            System.out.println("roce gso: " + packets + " packets in " + sent + " datagrams; received "
+                + receivedPackets + " packets in " + received + " datagrams");
+            // 14 MIDDLE packets and the LAST (or 15 MIDDLE) per datagram: a 1 MiB WRITE in about 19 datagrams;
+            // every packet passed the receiver's ICRC check with identification = its segment index
+            assertTrue(sent * 8 <= packets, sent + " datagrams for " + packets + " packets");
+            assertTrue(received * 8 <= receivedPackets, received + " datagrams for " + receivedPackets + " packets");
+            assertEquals(0, p.cb().counterSet().get(io.jccl.verbs.Counter.PORT_RCV_ERRORS));
+        }
+        System.setProperty("jccl.roce.gso", "0");
+        try (Pair p = Pair.open(4096)) {
+            assertTrue(!p.ca().gso() && !p.cb().gro());
+            p.writeAndSend(1 << 20, 2);
+            assertEquals(p.ca().counterSet().get(io.jccl.verbs.Counter.PORT_XMIT_PACKETS), p.ca().sendDatagrams());
+        }
+        System.setProperty("jccl.roce.gso", "2");
+        VerbsException e = assertThrows(VerbsException.class,
+            () -> RoceProvider.device().open(new RoceSettings("127.0.0.1", 0, 1024)));
+        assertTrue(e.getMessage().contains("JCCL_ROCE_GSO"), e.getMessage());
+    }
+
+    @Test
+    void shouldAcceptAPeersGsoSegmentsOnASocketWithoutGro() {
+        assumeTrue(FfmUdpSocket.available(), "FFM sockets: " + FfmUdpSocket.unavailableReason());
+        // a receives with GRO off: the kernel splits b's GSO sends, and each segment k arrives alone with
+        // identification k, which a's check must find (b sends a 1 MiB WRITE and a SEND to a)
+        System.setProperty("jccl.roce.gso", "0");
+        RoceSettings settings = new RoceSettings("127.0.0.1", 0, 4096);
+        RoceContext ca = (RoceContext) RoceProvider.device().open(settings);
+        System.clearProperty("jccl.roce.gso");
+        RoceContext cb = (RoceContext) RoceProvider.device().open(settings);
+        try (Pair p = new Pair(ca, cb, null, null, null, null, null, null)) {
+            assumeTrue(cb.gso(), "UDP GSO refused by this kernel");
+            LoopbackQueuePairs pair = LoopbackQueuePairs.connect(cb, ca, 64, AccessFlag.REMOTE_WRITE);
+            MemoryRegion mb = pair.pa().allocateMemory(1 << 20, AccessFlag.LOCAL_WRITE);
+            MemoryRegion ma = pair.pb().allocateMemory(1 << 20, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE);
+            Pair q = new Pair(cb, ca, pair.a(), pair.b(), pair.qa(), pair.qb(), mb, ma);
+            q.writeAndSend(1 << 20, 5);
+            assertTrue(cb.sendDatagrams() * 8 <= cb.counterSet().get(io.jccl.verbs.Counter.PORT_XMIT_PACKETS),
+                cb.toString());
+            assertEquals(ca.receiveDatagrams(), ca.counterSet().get(io.jccl.verbs.Counter.PORT_RCV_PACKETS));
+            assertEquals(0, ca.counterSet().get(io.jccl.verbs.Counter.PORT_RCV_ERRORS));
         }
     }
 
@@ -160,6 +216,27 @@ class RoceBatchedIoTest {
         }
         System.setProperty("jccl.roce.poll.driven", "2");
         assertThrows(VerbsException.class, () -> RoceProvider.device().open(new RoceSettings("127.0.0.1", 0, 1024)));
+    }
+
+    @Test
+    void shouldMakeTheReceiveThreadStandByForAPollerThatFindsTheSocketBusy() {
+        try (Pair p = Pair.open(1024)) {
+            boolean claimed = false;
+            // a few tries: the claim needs a datagram within the last 10 ms, which a descheduled test thread misses
+            for (int attempt = 0; attempt < 5 && !claimed; attempt++) {
+                p.writeAndSend(100, attempt);
+                p.cb().holdReceiveForTest(); // stands in for a receive thread that holds the lock (its spin phase)
+                try {
+                    long before = System.nanoTime();
+                    assertEquals(0, p.cb().driveFromPoller(), "the lock is held: nothing drained");
+                    // the poller's claim is seen although it did not get the lock: the receive thread stands by
+                    claimed = p.cb().lastPollerDriveNs() - before >= 0;
+                } finally {
+                    p.cb().releaseReceiveForTest();
+                }
+            }
+            assertTrue(claimed, "a poller that found the receive lock taken left no claim");
+        }
     }
 
     @Test

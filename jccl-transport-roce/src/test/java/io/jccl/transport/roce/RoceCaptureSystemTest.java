@@ -3,7 +3,6 @@ package io.jccl.transport.roce;
 import io.jccl.transport.roce.wire.UdpSourcePort;
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.CompletionQueue;
-import io.jccl.verbs.Context;
 import io.jccl.verbs.Counter;
 import io.jccl.verbs.MemoryRegion;
 import io.jccl.verbs.ProtectionDomain;
@@ -29,11 +28,14 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 /**
  * The packets roce0 really puts on the wire, checked by tools JCCL did not write: scapy captures them on loopback
  * ({@code scripts/roce-capture-check.py}), decodes the BTH and computes the ICRC, and reads the IPv4 header the
- * kernel wrote, which must carry identification 0 and Don't Fragment (the receiver's ICRC check assumes both).
- * Every packet of a QP must leave from the UDP source port RoCEv2 derives from the pair's flow label
- * ({@code rdma_get_udp_sport}, {@link io.jccl.transport.roce.wire.UdpSourcePort}): two QP pairs run, and the capture
- * lists the source ports seen per destination QP. Needs root (a packet socket) and python3-scapy; skipped, saying
- * which is missing, elsewhere.
+ * kernel wrote, which must carry Don't Fragment and identification 0, or k for segment k of a UDP GSO send (the
+ * script cuts each GSO buffer loopback carries whole into the datagrams Linux would put on a wire, as the kernel
+ * numbers them): a segment whose ICRC was computed for another identification fails scapy's check. The traffic
+ * includes GSO sends (messages of several equal packets at MTU 256), and the test asserts it saw some where the
+ * socket sends GSO. Every packet of a QP, GSO segments included, must leave from the UDP source port RoCEv2 derives
+ * from the pair's flow label ({@code rdma_get_udp_sport}, {@link io.jccl.transport.roce.wire.UdpSourcePort}): two QP
+ * pairs run, and the capture lists the source ports seen per destination QP. Needs root (a packet socket) and
+ * python3-scapy; skipped, saying which is missing, elsewhere.
  */
 class RoceCaptureSystemTest {
     private static final String PYTHON = "/usr/bin/python3";
@@ -82,7 +84,8 @@ class RoceCaptureSystemTest {
         Path script = Path.of("scripts/roce-capture-check.py").toAbsolutePath();
         assumeTrue(Files.exists(script), "run from the module directory: " + script);
         RoceSettings settings = new RoceSettings("127.0.0.1", 0, 256);
-        try (Context ca = RoceProvider.device().open(settings); Context cb = RoceProvider.device().open(settings)) {
+        try (RoceContext ca = (RoceContext) RoceProvider.device().open(settings);
+             RoceContext cb = (RoceContext) RoceProvider.device().open(settings)) {
             LoopbackQueuePairs pair = LoopbackQueuePairs.connect(ca, cb, 64, AccessFlag.REMOTE_WRITE);
             LoopbackQueuePairs second = LoopbackQueuePairs.connect(ca, cb, 64, AccessFlag.REMOTE_WRITE);
             ProtectionDomain pa = pair.pa();
@@ -141,7 +144,13 @@ class RoceCaptureSystemTest {
                         + " should receive only from port " + sport + ":\n" + log);
                 }
             }
-            assertEquals(0, ((RoceContext) ca).counters().getOrDefault(Counter.UDP_SPORT_FALLBACK, 0L));
+            assertEquals(0, ca.counters().getOrDefault(Counter.UDP_SPORT_FALLBACK, 0L));
+            UdpIo flowSocket = ((RoceQueuePair) pair.a()).txSocket();
+            if (flowSocket != null && flowSocket.gso()) {
+                // a SEND of 1000 bytes at MTU 256 leaves the flow-label socket as one GSO send of four packets
+                java.util.regex.Matcher gso = java.util.regex.Pattern.compile("GSO sends (\\d+)").matcher(log);
+                assertTrue(gso.find() && Integer.parseInt(gso.group(1)) > 0, "no GSO send captured: " + log);
+            }
             System.out.print("roce capture check: " + log);
         }
     }

@@ -38,10 +38,12 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * write: two contexts on loopback exchange SEND and RDMA WRITE FIRST/MIDDLE/LAST/ONLY with and without immediate
  * data, RDMA READ requests and responses FIRST/MIDDLE/LAST/ONLY, both atomics and their ATOMIC ACKNOWLEDGEs, ACKs,
  * an RNR NAK, a remote access NAK and CNPs (a test {@link EcnSource} marks SEND ONLY packets Congestion
- * Experienced). tshark captures loopback; its decode of every datagram between the two ports must be InfiniBand
+ * Experienced). A packet socket captures loopback ({@code scripts/roce-capture-check.py}, which cuts each UDP GSO
+ * send into the datagrams Linux would put on a wire) into a pcap; tshark's decode of every datagram between the two
+ * ports must be InfiniBand
  * with exactly the BTH fields (opcode, destination QP, PSN, P_Key) that roce0's send path recorded for the
  * packets it sent, no malformed packet, and ECT(0) in the IP header (Linux keeps the ECN bits JCCL sets).
- * tshark has no ICRC check (RoceCaptureSystemTest checks the ICRC with scapy). Needs root and tshark
+ * tshark has no ICRC check (RoceCaptureSystemTest checks the ICRC with scapy). Needs root, python3 and tshark
  * ({@code apt-get install tshark}); skipped, saying which is missing, elsewhere.
  */
 class RoceTsharkSystemTest {
@@ -117,45 +119,25 @@ class RoceTsharkSystemTest {
             int portA = port(a);
             int portB = port(b);
 
-            // tshark decodes live (-l: a line per packet as it comes): a capture file written by dumpcap was sometimes
-            // still empty when tshark was stopped on a loaded host
-            List<String> command = new ArrayList<>(List.of(TSHARK, "-i", "lo", "-l", "-f", "udp and (port " + portA
-                + " or port " + portB + ")", "-d", "udp.port==" + portA + ",infiniband", "-d", "udp.port==" + portB
-                + ",infiniband", "-T", "fields", "-E", "separator=;", "-e", "udp.dstport", "-e", "ip.dsfield.ecn",
-                "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn", "-e",
-                "infiniband.bth.p_key", "-e", "infiniband.aeth.syndrome", "-e", "_ws.malformed"));
-            // The payload is application bytes: without this, heuristics guess upper protocols in it (a SEND of
-            // zeros "is" a malformed RPC-over-RDMA message). The InfiniBand headers are what is checked. Protocols
-            // found only by those heuristics are turned off; ethertype and EoIB stay (Ethernet needs the one, the
-            // other is part of the InfiniBand dissector).
-            for (String heuristic : run(List.of(TSHARK, "-G", "heuristic-decodes"))) {
-                String[] f = heuristic.split("\t");
-                if (f.length >= 2 && f[0].equals("infiniband.payload") && !f[1].equals("ethertype")
-                    && !f[1].startsWith("infiniband")) {
-                    command.add("--disable-protocol");
-                    command.add(f[1]);
-                }
+            // The capture: scripts/roce-capture-check.py's packet socket, which cuts each UDP GSO send (loopback
+            // carries one as a single buffer, and a live tshark would decode only its first packet) into the
+            // datagrams Linux puts on a wire and writes them to a pcap, which tshark then reads.
+            Path script = Path.of("scripts/roce-capture-check.py").toAbsolutePath();
+            assumeTrue(Files.exists(script), "run from the module directory: " + script);
+            Path capture = Files.createTempFile("jccl-roce-tshark", ".pcap");
+            ProcessBuilder sniff = new ProcessBuilder("/usr/bin/python3", script.toString(), "lo", "0",
+                String.valueOf(portA), String.valueOf(portB)).redirectErrorStream(true);
+            sniff.environment().put("PCAP", capture.toString());
+            sniff.environment().put("CHECK", "0"); // RoceCaptureSystemTest checks the ICRCs with scapy
+            Process sniffer = sniff.start();
+            BufferedReader sniffed = new BufferedReader(new InputStreamReader(sniffer.getInputStream(),
+                StandardCharsets.UTF_8));
+            StringBuilder sniffLog = new StringBuilder();
+            String ready;
+            while ((ready = sniffed.readLine()) != null && !ready.equals("ready")) {
+                sniffLog.append(ready).append('\n');
             }
-            Path errors = Files.createTempFile("jccl-roce-tshark", ".log");
-            Process tshark = new ProcessBuilder(command).redirectError(errors.toFile()).start();
-            List<String> decoded = Collections.synchronizedList(new ArrayList<>());
-            Thread reader = Thread.ofPlatform().daemon().start(() -> {
-                try (BufferedReader out = new BufferedReader(new InputStreamReader(tshark.getInputStream(),
-                    StandardCharsets.UTF_8))) {
-                    for (String row; (row = out.readLine()) != null; ) {
-                        decoded.add(row);
-                    }
-                } catch (java.io.IOException e) {
-                    // tshark stopped
-                }
-            });
-            long startBy = System.nanoTime() + 60 * SECOND_NS; // a guard against hanging, not a timing assertion
-            while (!Files.readString(errors).contains("Capturing on")) {
-                assertTrue(tshark.isAlive() && System.nanoTime() < startBy, "tshark did not start capturing: "
-                    + Files.readString(errors));
-                Thread.sleep(10);
-            }
-            Thread.sleep(300); // the filter is attached before the message; a margin for a loaded host
+            assertEquals("ready", ready, "capture did not start: " + sniffLog);
 
             List<String> sent = Collections.synchronizedList(new ArrayList<>());
             ca.dropFilter((packet, length) -> sent.add(fields(packet)) && false);
@@ -205,19 +187,40 @@ class RoceTsharkSystemTest {
             assertEquals(WorkCompletionStatus.REM_ACCESS_ERR, poll(qa).status());
             ca.dropFilter(null);
             cb.dropFilter(null);
-            long decodeBy = System.nanoTime() + 60 * SECOND_NS; // a guard against hanging, not a timing assertion
-            while (decoded.size() < sent.size() && System.nanoTime() < decodeBy) {
-                Thread.sleep(10);
+            Thread.sleep(200); // packets still on their way (ACKs); anything unexpected shows as a mismatch below
+            sniffer.getOutputStream().close(); // the script's end of capture
+            for (String row; (row = sniffed.readLine()) != null; ) {
+                sniffLog.append(row).append('\n');
             }
-            Thread.sleep(200); // anything beyond what was sent would show as a mismatch below
-            tshark.destroy();
-            assertTrue(tshark.waitFor(60, TimeUnit.SECONDS), "tshark did not stop");
-            reader.join(10_000);
-            Files.deleteIfExists(errors);
+            assertTrue(sniffer.waitFor(60, TimeUnit.SECONDS), "capture did not stop");
+            assertEquals(0, sniffer.exitValue(), sniffLog.toString());
+            if (ca.gso()) { // SENDs of 600 bytes at MTU 256: FIRST, MIDDLE and the shorter LAST in one GSO send
+                java.util.regex.Matcher gso = java.util.regex.Pattern.compile("GSO sends (\\d+)").matcher(sniffLog);
+                assertTrue(gso.find() && Integer.parseInt(gso.group(1)) > 0, "no GSO send captured: " + sniffLog);
+            }
+            List<String> command = new ArrayList<>(List.of(TSHARK, "-r", capture.toString(), "-d", "udp.port=="
+                + portA + ",infiniband", "-d", "udp.port==" + portB + ",infiniband", "-T", "fields", "-E",
+                "separator=;", "-e", "udp.dstport", "-e", "ip.dsfield.ecn", "-e", "infiniband.bth.opcode", "-e",
+                "infiniband.bth.destqp", "-e", "infiniband.bth.psn", "-e", "infiniband.bth.p_key", "-e",
+                "infiniband.aeth.syndrome", "-e", "_ws.malformed"));
+            // The payload is application bytes: without this, heuristics guess upper protocols in it (a SEND of
+            // zeros "is" a malformed RPC-over-RDMA message). The InfiniBand headers are what is checked. Protocols
+            // found only by those heuristics are turned off; ethertype and EoIB stay (Ethernet needs the one, the
+            // other is part of the InfiniBand dissector).
+            for (String heuristic : run(List.of(TSHARK, "-G", "heuristic-decodes"))) {
+                String[] f = heuristic.split("\t");
+                if (f.length >= 2 && f[0].equals("infiniband.payload") && !f[1].equals("ethertype")
+                    && !f[1].startsWith("infiniband")) {
+                    command.add("--disable-protocol");
+                    command.add(f[1]);
+                }
+            }
+            List<String> decoded = run(command);
+            Files.deleteIfExists(capture);
             List<String> seen = new ArrayList<>();
             Set<Integer> opcodes = new TreeSet<>();
             Set<Integer> syndromes = new TreeSet<>();
-            for (String row : List.copyOf(decoded)) {
+            for (String row : decoded) {
                 String[] f = row.split(";", -1);
                 assertEquals(8, f.length, row);
                 assertEquals("", f[7], "malformed: " + row);
@@ -236,7 +239,8 @@ class RoceTsharkSystemTest {
             List<String> expected = new ArrayList<>(sent);
             Collections.sort(expected);
             Collections.sort(seen);
-            assertEquals(expected, seen, "tshark's decode of every datagram equals what roce0 sent");
+            assertEquals(expected, seen, "tshark's decode of every datagram equals what roce0 sent (capture: "
+                + sniffLog.toString().trim() + "; " + ca + " / " + cb + ")");
             Set<Integer> all = new TreeSet<>(List.of(0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09,
                 0x0A, 0x0B, 0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12, 0x13, 0x14, RoceOpcode.CNP));
             assertEquals(all, opcodes, "every opcode roce0 sends was captured");

@@ -97,6 +97,62 @@ class IcrcTest {
     }
 
     @Test
+    void shouldGiveTheIcrcOfAnyIdentificationFromTheIcrcWithIdZeroAndADelta() {
+        java.util.Random random = new java.util.Random(20);
+        int[] lengths = {RoceOpcode.packetLength(RoceOpcode.ACKNOWLEDGE, 0), 16 + 256, 28 + 1024 + 4, 12 + 4096 + 4,
+            28 + 4096 + 4, 12 + 4096 + 4 + 200}; // the last beyond the precomputed table
+        for (int roceLength : lengths) {
+            ByteBuffer packet = ByteBuffer.allocateDirect(roceLength);
+            for (int i = 0; i < roceLength; i++) {
+                packet.put(i, (byte) random.nextInt());
+            }
+            int withZero = icrc.computeIpv4(0x7F000001, 0x7F000001, 0, 0x4000, 50000, 4791, packet, 0, roceLength);
+            for (int id : new int[] {1, 2, 3, 14, 15, 63, 64, 127, 0x1234, 0xFFFF}) {
+                int expected = icrc.computeIpv4(0x7F000001, 0x7F000001, id, 0x4000, 50000, 4791, packet, 0,
+                    roceLength);
+                assertEquals(expected, withZero ^ Icrc.identificationDelta(id, roceLength),
+                    "id " + id + ", length " + roceLength);
+                assertEquals(expected, withZero ^ icrc.delta(id, roceLength), "cached: id " + id);
+                if (id < 64) {
+                    assertEquals(id, icrc.matchingIdentification(withZero, expected, roceLength, 0, 63));
+                    assertEquals(-1, icrc.matchingIdentification(withZero, expected, roceLength, 0, id - 1));
+                }
+            }
+            assertEquals(0, Icrc.identificationDelta(0, roceLength));
+            assertEquals(0, icrc.matchingIdentification(withZero, withZero, roceLength, 0, 63));
+            assertEquals(-1, icrc.matchingIdentification(withZero, withZero ^ 1, roceLength, 0, 63),
+                "a corrupted ICRC matches no identification");
+        }
+    }
+
+    @Test
+    void shouldComputeTheSameIcrcWithThePayloadElsewhere() {
+        java.util.Random random = new java.util.Random(3);
+        int payload = 1000;
+        int headers = 28;
+        int roceLength = headers + payload + 4;
+        ByteBuffer whole = ByteBuffer.allocateDirect(roceLength);
+        ByteBuffer region = ByteBuffer.allocateDirect(5000);
+        for (int i = 0; i < 5000; i++) {
+            region.put(i, (byte) random.nextInt());
+        }
+        for (int i = 0; i < roceLength; i++) {
+            whole.put(i, i >= headers && i < headers + payload ? region.get(777 + i - headers) : (byte) i);
+        }
+        ByteBuffer headersOnly = ByteBuffer.allocateDirect(roceLength); // the payload bytes left as zeros
+        for (int i = 0; i < roceLength; i++) {
+            if (i < headers || i >= headers + payload) {
+                headersOnly.put(i, whole.get(i));
+            }
+        }
+        int expected = icrc.computeIpv4(0x7F000001, 0x7F000002, 3, 0x4000, 50000, 4791, whole, 0, roceLength);
+        assertEquals(expected, icrc.computeIpv4(0x7F000001, 0x7F000002, 3, 0x4000, 50000, 4791, headersOnly, 0,
+            roceLength, headers, region, 777, payload));
+        assertEquals(0, region.position());
+        assertEquals(5000, region.limit());
+    }
+
+    @Test
     void shouldRejectDatagramsItCannotHash() {
         ByteBuffer options = hex(SCAPY_UC_SEND_DATAGRAM);
         options.put(0, (byte) 0x46);
