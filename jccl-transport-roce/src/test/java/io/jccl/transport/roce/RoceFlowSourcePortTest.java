@@ -121,6 +121,40 @@ class RoceFlowSourcePortTest {
     }
 
     @Test
+    void shouldSendGsoMessagesThroughTheFlowLabelSocket() {
+        org.junit.jupiter.api.Assumptions.assumeTrue(FfmUdpSocket.available(), "FFM sockets unavailable");
+        Pair p = pair();
+        p.connect();
+        UdpIo flow = ((RoceQueuePair) p.a()).txSocket();
+        assertTrue(flow != null && flow.localPort() == p.flowPort(), "no flow-label socket");
+        // the send-only socket probes UDP_SEGMENT where the context's socket has GSO
+        assertEquals(ca.gso(), flow.gso());
+        org.junit.jupiter.api.Assumptions.assumeTrue(ca.gso(), "UDP GSO refused by this kernel");
+        long packetsBefore = counter(ca, Counter.PORT_XMIT_PACKETS);
+        long datagramsBefore = ca.sendDatagrams();
+        p.writeAndCheck(); // 20 packets at MTU 1024, queued by one post: GSO messages from the flow port
+        long packets = counter(ca, Counter.PORT_XMIT_PACKETS) - packetsBefore;
+        long datagrams = ca.sendDatagrams() - datagramsBefore;
+        assertTrue(datagrams * 2 <= packets, datagrams + " datagrams for " + packets + " packets");
+        assertEquals(0, counter(cb, Counter.PORT_RCV_ERRORS)); // each segment's ICRC with the flow port passes
+    }
+
+    @Test
+    void shouldOpenTheFlowLabelSocketWithoutGsoWhenTurnedOff() {
+        System.setProperty("jccl.roce.gso", "0");
+        try {
+            Pair p = pair();
+            p.connect();
+            UdpIo flow = ((RoceQueuePair) p.a()).txSocket();
+            assertTrue(flow != null && !flow.gso() && !flow.gro(), "flow socket " + flow);
+            p.writeAndCheck();
+            assertEquals(counter(ca, Counter.PORT_XMIT_PACKETS), ca.sendDatagrams());
+        } finally {
+            System.clearProperty("jccl.roce.gso");
+        }
+    }
+
+    @Test
     void shouldFallBackToTheContextPortWhenTheFlowPortIsTaken() throws Exception {
         Pair p = pair();
         // another program holds the port (no SO_REUSEPORT): both ends send from their context's port instead
