@@ -2,6 +2,7 @@ package io.jccl.collectives;
 
 import io.jccl.collectives.store.Store;
 import io.jccl.collectives.store.StoreException;
+import io.jccl.collectives.store.StoreTimeoutException;
 import io.jccl.common.Config;
 import io.jccl.common.Log;
 
@@ -9,7 +10,6 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.BitSet;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.locks.LockSupport;
 import java.util.function.BooleanSupplier;
 import java.util.function.IntPredicate;
 
@@ -32,8 +32,13 @@ import java.util.function.IntPredicate;
  * The winning list, in old-rank order, renumbers the survivors. Not on any hot path.
  */
 final class Shrink {
-    /** Between two looks at the store while waiting for join records. */
+    /** Between two looks at the store while waiting (a grow's joiner waiting for an offer). */
     static final long POLL_NS = TimeUnit.MILLISECONDS.toNanos(5);
+    /**
+     * The longest wait in the store for the awaited join records before this rank looks again (for a decision that
+     * another survivor took without a rank this one awaits, a record naming a rank dead, a process gone).
+     */
+    static final long SLICE_NS = TimeUnit.MILLISECONDS.toNanos(10);
 
     private Shrink() {
     }
@@ -175,7 +180,28 @@ final class Shrink {
                 throw new CollectiveException.Timeout("rank " + rank + ": " + prefix + " found no decision"
                     + " before the deadline (JCCL_TIMEOUT)");
             }
-            LockSupport.parkNanos(POLL_NS);
+            awaitRecords(store, prefix, size, joined, suspected, Math.min(waitUntil - now, deadlineNs - now));
+        }
+    }
+
+    /**
+     * Waits in the store (not polling it) until every record still awaited is there, at most one {@link #SLICE_NS}
+     * (then the caller looks again: for a decision, for records naming ranks dead, for processes gone). Why: the
+     * survivors polled every 5 ms, each look a store round trip per awaited rank, 7 clients on one store thread at 8
+     * ranks, and the last record was seen up to a poll late; the store now answers when it arrives.
+     */
+    private static void awaitRecords(Store store, String prefix, int size, BitSet joined, BitSet suspected,
+                                     long leftNs) {
+        java.util.List<String> awaited = new java.util.ArrayList<>();
+        for (int j = 0; j < size; j++) {
+            if (!joined.get(j) && !suspected.get(j)) {
+                awaited.add(prefix + "join/" + j);
+            }
+        }
+        try {
+            store.waitFor(awaited, Math.max(1, Math.min(leftNs, SLICE_NS)));
+        } catch (StoreTimeoutException e) {
+            // a slice passed without all of them: look again
         }
     }
 
