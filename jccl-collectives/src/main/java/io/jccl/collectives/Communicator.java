@@ -280,6 +280,8 @@ public final class Communicator implements AutoCloseable {
             c.warmingUp = true;
             c.warmupRounds = Warmup.run(c, options.warmupNs());
             c.warmingUp = false;
+            // and the recovery path, once per JVM, in the background (it would otherwise run cold when it matters)
+            Rehearsal.startOnce(store, rank, size, options.warmupNs());
         } catch (RuntimeException e) {
             c.closeResources();
             throw e;

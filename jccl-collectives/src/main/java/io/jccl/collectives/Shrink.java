@@ -105,6 +105,7 @@ final class Shrink {
         values[rank] = value;
         long waitUntil = System.nanoTime() + waitNs;
         int polls = 0;
+        boolean allThere = false;
         while (true) {
             polls++;
             if (store.check(decisionKey, callNs(deadlineNs, waitNs))) {
@@ -117,7 +118,8 @@ final class Shrink {
                 if (joined.get(j) || suspected.get(j)) {
                     continue;
                 }
-                if (store.check(prefix + "join/" + j, callNs(deadlineNs, waitNs))) {
+                // after a wait that saw every awaited record there, read them without a look first
+                if (allThere || store.check(prefix + "join/" + j, callNs(deadlineNs, waitNs))) {
                     joined.set(j);
                     values[j] = adopt(store.getString(prefix + "join/" + j, callNs(deadlineNs, waitNs)), rank,
                         suspected, size);
@@ -180,7 +182,8 @@ final class Shrink {
                 throw new CollectiveException.Timeout("rank " + rank + ": " + prefix + " found no decision"
                     + " before the deadline (JCCL_TIMEOUT)");
             }
-            awaitRecords(store, prefix, size, joined, suspected, Math.min(waitUntil - now, deadlineNs - now));
+            allThere = awaitRecords(store, prefix, size, joined, suspected,
+                Math.min(waitUntil - now, deadlineNs - now));
         }
     }
 
@@ -188,10 +191,11 @@ final class Shrink {
      * Waits in the store (not polling it) until every record still awaited is there, at most one {@link #SLICE_NS}
      * (then the caller looks again: for a decision, for records naming ranks dead, for processes gone). Why: the
      * survivors polled every 5 ms, each look a store round trip per awaited rank, 7 clients on one store thread at 8
-     * ranks, and the last record was seen up to a poll late; the store now answers when it arrives.
+     * ranks, and the last record was seen up to a poll late; the store now answers when it arrives. Returns whether
+     * every awaited record is there (the next look then reads them without checking for them first).
      */
-    private static void awaitRecords(Store store, String prefix, int size, BitSet joined, BitSet suspected,
-                                     long leftNs) {
+    private static boolean awaitRecords(Store store, String prefix, int size, BitSet joined, BitSet suspected,
+                                        long leftNs) {
         java.util.List<String> awaited = new java.util.ArrayList<>();
         for (int j = 0; j < size; j++) {
             if (!joined.get(j) && !suspected.get(j)) {
@@ -200,8 +204,9 @@ final class Shrink {
         }
         try {
             store.waitFor(awaited, Math.max(1, Math.min(leftNs, SLICE_NS)));
+            return true;
         } catch (StoreTimeoutException e) {
-            // a slice passed without all of them: look again
+            return false; // a slice passed without all of them: look again
         }
     }
 

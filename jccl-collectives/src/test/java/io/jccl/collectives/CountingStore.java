@@ -11,6 +11,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 final class CountingStore implements Store {
     final InMemoryStore inner = new InMemoryStore();
     final ConcurrentHashMap<String, AtomicInteger> calls = new ConcurrentHashMap<>();
+    /** Runs (once) at the start of the first {@link #waitFor}, before the store waits. */
+    volatile Runnable onFirstWait;
 
     private void record(String op, String key) {
         calls.computeIfAbsent(op + " " + key, k -> new AtomicInteger()).incrementAndGet();
@@ -53,6 +55,11 @@ final class CountingStore implements Store {
     @Override
     public void waitFor(List<String> keys, long timeoutNs) {
         record("wait", String.join(",", keys));
+        Runnable r = onFirstWait;
+        if (r != null) {
+            onFirstWait = null;
+            r.run();
+        }
         inner.waitFor(keys, timeoutNs);
     }
 
