@@ -388,8 +388,19 @@ final class StoreSuccession implements AutoCloseable {
         }
     }
 
-    /** The candidate's client if something accepts connections there, else null (opening it when needed). */
+    /**
+     * The candidate's client if something accepts connections there, else null (opening it when needed). A client
+     * that is connected already is returned without a probe: a dead server fails its first call at once (refused,
+     * {@link TcpStore}), as the probe would have, and a stopped one does not answer either way. The probe, a
+     * connection of its own, cost every agreement one per store it looked at (the job's store, the later standby
+     * stores, the copy of the decision), cold, on the recovery path.
+     */
     private TcpStore open(Candidate c, long timeoutNs) {
+        synchronized (c) {
+            if (c.client != null) {
+                return c.client;
+            }
+        }
         if (!TcpStore.reachable(c.host, c.port, timeoutNs)) {
             return null;
         }

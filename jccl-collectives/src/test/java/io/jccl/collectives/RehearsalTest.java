@@ -6,6 +6,7 @@ import org.junit.jupiter.api.Test;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
@@ -19,6 +20,7 @@ class RehearsalTest {
             assertArrayEquals(new int[] {3}, Rehearsal.members(store, 3));
             assertTrue(store.check("rehearsal/3/members", TimeUnit.SECONDS.toNanos(1)));
         }
+        assertEquals(1, Rehearsal.failureReport(0), "the rehearsed flight recorder's dump");
     }
 
     @Test
