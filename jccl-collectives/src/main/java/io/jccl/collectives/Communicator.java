@@ -1181,8 +1181,8 @@ public final class Communicator implements AutoCloseable {
             return new Located(d, 0, ((PrefixStore) store).inner());
         }
         StoreSuccession.Located at = succession.decide(what, (ns, moved) -> Shrink.decideOrMove(ns, prefix, rank,
-            size, value, suspected, gone, waitNs, deadline, moved), b -> namespaced(b, options), prefix, waitNs,
-            deadline);
+            size, value, suspected, gone, waitNs, deadline, moved, live.ownAddress(), live::learnAddress),
+            b -> namespaced(b, options), prefix, waitNs, deadline);
         return new Located(at.decision(), at.index(), at.base());
     }
 

@@ -64,7 +64,8 @@ final class Shrink {
     static Decision decide(Store store, String prefix, int rank, int size, int value, BitSet suspected,
                            IntPredicate gone, long waitNs, long deadlineNs) {
         try {
-            return decideThroughStore(store, prefix, rank, size, value, suspected, gone, waitNs, deadlineNs, null);
+            return decideThroughStore(store, prefix, rank, size, value, suspected, gone, waitNs, deadlineNs, null, null,
+                null);
         } catch (StoreException e) {
             // the store is a peer too: silent for the peer timeout, it is failed (and with it this recovery)
             throw new CollectiveException("rank " + rank + ": " + prefix + " needs the communicator's store, which"
@@ -82,18 +83,34 @@ final class Shrink {
      */
     static Decision decideOrMove(Store store, String prefix, int rank, int size, int value, BitSet suspected,
                                  IntPredicate gone, long waitNs, long deadlineNs, BooleanSupplier movedAbove) {
-        return decideThroughStore(store, prefix, rank, size, value, suspected, gone, waitNs, deadlineNs, movedAbove);
+        return decideThroughStore(store, prefix, rank, size, value, suspected, gone, waitNs, deadlineNs, movedAbove,
+            null, null);
+    }
+
+    /**
+     * {@link #decideOrMove} with this rank's liveness address ({@code "address port"}, or null) in its record, and
+     * {@code learned} told every other rank's address that its record carries (rank, address).
+     */
+    static Decision decideOrMove(Store store, String prefix, int rank, int size, int value, BitSet suspected,
+                                 IntPredicate gone, long waitNs, long deadlineNs, BooleanSupplier movedAbove,
+                                 String liveAddress, java.util.function.BiConsumer<Integer, String> learned) {
+        return decideThroughStore(store, prefix, rank, size, value, suspected, gone, waitNs, deadlineNs, movedAbove,
+            liveAddress, learned);
     }
 
     private static Decision decideThroughStore(Store store, String prefix, int rank, int size, int value,
                                                BitSet suspected, IntPredicate gone, long waitNs, long deadlineNs,
-                                               BooleanSupplier movedAbove) {
+                                               BooleanSupplier movedAbove, String liveAddress,
+                                               java.util.function.BiConsumer<Integer, String> learned) {
         long startNs = System.nanoTime();
         String decisionKey = prefix + "members";
         // the record carries the ranks this rank knows dead: each survivor may know a different dead rank (the
         // neighbour of each), and a survivor that waited for a rank only another knows dead would wait for it until
         // JCCL_PEER_TIMEOUT (30 s by default) when its links, broken by the revocation, can no longer tell
-        store.setString(prefix + "join/" + rank, value + ";" + format(suspected), callNs(deadlineNs, waitNs));
+        // and its liveness address: the job's store, where the addresses were published, may be what died (rank 0),
+        // and a member killed after the decision is then found gone at the new join only through this copy
+        store.setString(prefix + "join/" + rank, value + ";" + format(suspected)
+            + (liveAddress != null ? ";" + liveAddress : ""), callNs(deadlineNs, waitNs));
         if (movedAbove != null) {
             // one key that says "survivors gather here", for ranks that look at this store from an earlier one
             store.setString(prefix + StoreSuccession.ACTIVE_KEY, "1", callNs(deadlineNs, waitNs));
@@ -121,8 +138,8 @@ final class Shrink {
                 // after a wait that saw every awaited record there, read them without a look first
                 if (allThere || store.check(prefix + "join/" + j, callNs(deadlineNs, waitNs))) {
                     joined.set(j);
-                    values[j] = adopt(store.getString(prefix + "join/" + j, callNs(deadlineNs, waitNs)), rank,
-                        suspected, size);
+                    values[j] = adopt(store.getString(prefix + "join/" + j, callNs(deadlineNs, waitNs)), rank, j,
+                        suspected, size, learned);
                 } else if (gone.test(j)) {
                     suspected.set(j);
                 } else {
@@ -210,15 +227,24 @@ final class Shrink {
         }
     }
 
-    /** The value of a join record ({@code VALUE;DEAD,RANKS}); adds the ranks it names dead to {@code suspected}. */
-    private static int adopt(String record, int rank, BitSet suspected, int size) {
+    /**
+     * The value of rank {@code from}'s join record ({@code VALUE;DEAD,RANKS[;ADDRESS PORT]}); adds the ranks it names
+     * dead to {@code suspected} and tells {@code learned} (if any) the liveness address it carries.
+     */
+    static int adopt(String record, int rank, int from, BitSet suspected, int size,
+                     java.util.function.BiConsumer<Integer, String> learned) {
         int semicolon = record.indexOf(';');
         if (semicolon >= 0 && semicolon + 1 < record.length()) {
-            for (String r : record.substring(semicolon + 1).split(",")) {
-                int dead = Integer.parseInt(r);
-                if (dead >= 0 && dead < size && dead != rank) {
-                    suspected.set(dead); // a wrong suspicion costs nothing: a suspected rank that joined is a member
+            int second = record.indexOf(';', semicolon + 1);
+            String dead = second < 0 ? record.substring(semicolon + 1) : record.substring(semicolon + 1, second);
+            for (String r : dead.isEmpty() ? new String[0] : dead.split(",")) {
+                int d = Integer.parseInt(r);
+                if (d >= 0 && d < size && d != rank) {
+                    suspected.set(d); // a wrong suspicion costs nothing: a suspected rank that joined is a member
                 }
+            }
+            if (second >= 0 && second + 1 < record.length() && learned != null) {
+                learned.accept(from, record.substring(second + 1));
             }
         }
         return valueOf(record);

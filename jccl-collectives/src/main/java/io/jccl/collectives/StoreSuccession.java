@@ -98,6 +98,8 @@ final class StoreSuccession implements AutoCloseable {
     private final boolean[] refused;
     private final long[] probedNs;
     private final boolean[] probing;
+    /** This rank's liveness address ("address port"), carried in its agreement records; null: none. */
+    private String ownAddress;
     /** Closed, or its clients handed on: a background open ({@link #preopenAbove}) that ends now opens nothing. */
     private volatile boolean closedOrHandedOn;
 
@@ -125,10 +127,13 @@ final class StoreSuccession implements AutoCloseable {
      * the probes found so far.
      */
     boolean refused(int j) {
-        if (liveStore == null || j < 0 || j >= worldRanks.length || j == rank) {
+        if (j < 0 || j >= addresses.length || j == rank) {
             return false;
         }
         synchronized (this) {
+            if (liveStore == null && addresses[j] == null) {
+                return false; // no address known: nothing to probe
+            }
             long now = System.nanoTime();
             if (refused[j] || probing[j] || (probedNs[j] != 0 && now - probedNs[j] < PROBE_INTERVAL_NS)) {
                 return refused[j];
@@ -160,6 +165,9 @@ final class StoreSuccession implements AutoCloseable {
                 return addresses[j];
             }
         }
+        if (liveStore == null) {
+            return null;
+        }
         try {
             String key = "live/" + worldRanks[j];
             long timeoutNs = PROBE_INTERVAL_NS;
@@ -173,6 +181,25 @@ final class StoreSuccession implements AutoCloseable {
             return v;
         } catch (RuntimeException e) {
             return null; // the job's store is gone (its host died): no probe, the peer timeout decides
+        }
+    }
+
+    /** This rank's liveness address for its agreement records, or null. */
+    String ownAddress() {
+        return ownAddress;
+    }
+
+    /**
+     * Rank {@code j}'s liveness address as its agreement record carried it: kept unless one is known, so that it is
+     * probed even when the job's store, where the addresses were published, died with rank 0.
+     */
+    void learnAddress(int j, String address) {
+        if (j >= 0 && j < addresses.length && j != rank && address != null && !address.equals("-")) {
+            synchronized (this) {
+                if (addresses[j] == null) {
+                    addresses[j] = address;
+                }
+            }
         }
     }
 
@@ -228,7 +255,9 @@ final class StoreSuccession implements AutoCloseable {
             }
             int[] world = new int[size];
             java.util.Arrays.setAll(world, j -> j);
-            return new StoreSuccession(list, server, secret, rank, store, world);
+            StoreSuccession s = new StoreSuccession(list, server, secret, rank, store, world);
+            s.ownAddress = live;
+            return s;
         } catch (RuntimeException e) {
             if (server != null) {
                 server.close();
@@ -450,6 +479,12 @@ final class StoreSuccession implements AutoCloseable {
         }
         StoreSuccession s = new StoreSuccession(next, server, secret, Arrays.binarySearch(members, rank),
             liveStore, world);
+        s.ownAddress = ownAddress;
+        synchronized (this) {
+            for (int j = 0; j < s.addresses.length && members[j] < addresses.length; j++) {
+                s.addresses[j] = addresses[members[j]]; // learned from records: the job's store may be gone
+            }
+        }
         server = null;
         return s;
     }
@@ -484,7 +519,9 @@ final class StoreSuccession implements AutoCloseable {
                 world[i] = worldRanks[members[i]];
             }
         }
-        return new StoreSuccession(next, null, secret, newRank, liveStore, world);
+        StoreSuccession s = new StoreSuccession(next, null, secret, newRank, liveStore, world);
+        s.ownAddress = ownAddress;
+        return s;
     }
 
     /** The list as {@code hostRank@host:port,...}, for a joining process ({@link #fromDescription}). */

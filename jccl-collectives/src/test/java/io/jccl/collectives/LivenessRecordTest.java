@@ -1,0 +1,50 @@
+package io.jccl.collectives;
+
+import io.jccl.collectives.store.InMemoryStore;
+import io.jccl.collectives.store.PrefixStore;
+import io.jccl.collectives.store.Store;
+import io.jccl.collectives.store.TcpStore;
+import org.junit.jupiter.api.Test;
+
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.util.BitSet;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The agreement's join records carry each rank's liveness address, so that a member killed after the decision is
+ * found gone at the new join although the job's store, where the addresses were published, died with rank 0
+ * (fault injection over tcp0 between namespaces, seed 66013: rank 0 killed, then rank 2 on the other host after the
+ * decision; the survivors' join waited for rank 2 until its bound, 60 s). Here the job's store is closed before
+ * rank 2's address is needed; without the records' copy nothing would probe it. The loop only bounds a hang.
+ */
+class LivenessRecordTest {
+    @Test
+    void aRanksAddressFromItsAgreementRecordIsProbedWithoutTheJobsStore() throws Exception {
+        long second = TimeUnit.SECONDS.toNanos(1);
+        int closed;
+        try (ServerSocket gone = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+            closed = gone.getLocalPort(); // what a killed process leaves on its host
+        }
+        TcpStore primary = new TcpStore("127.0.0.1", 0, true, 5 * second);
+        Store store = new PrefixStore("jccl/world", primary);
+        try (StoreSuccession s = StoreSuccession.start(primary, store, 0, 3, 0, null, System.nanoTime() + 10 * second);
+             InMemoryStore standby = new InMemoryStore()) {
+            // rank 2's record on the store that decides (a standby: rank 0's store died), with its address
+            standby.setString("shrink1/join/1", "-1;", second);
+            standby.setString("shrink1/join/2", "-1;;127.0.0.1 " + closed, second);
+            Shrink.Decision d = Shrink.decideOrMove(standby, "shrink1/", 0, 3, -1, new BitSet(), j -> false,
+                10 * second, System.nanoTime() + 10 * second, null, s.ownAddress(), s::learnAddress);
+            assertArrayEquals(new int[] {0, 1, 2}, d.members());
+            primary.close(); // the job's store dies (its host, rank 0, was killed)
+            long until = System.nanoTime() + 30 * second;
+            while (!s.refused(2) && System.nanoTime() - until < 0) {
+                Thread.sleep(10);
+            }
+            assertTrue(s.refused(2), "rank 2's refused liveness port (address from its record) was not reported");
+        }
+    }
+}
