@@ -12,6 +12,7 @@ import java.util.BitSet;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
@@ -45,6 +46,28 @@ class LivenessRecordTest {
                 Thread.sleep(10);
             }
             assertTrue(s.refused(2), "rank 2's refused liveness port (address from its record) was not reported");
+        }
+    }
+
+    /**
+     * The job's store refusing the client it served means its host, rank 0, is gone, although rank 0's liveness
+     * address (published in that store) cannot be read any more (seed 66004: rank 2 killed, then rank 0 276 ms later;
+     * the survivors waited for rank 0's agreement record until JCCL_PEER_TIMEOUT, 30 s).
+     */
+    @Test
+    void theJobsStoreRefusingAfterServingMeansRank0IsGone() {
+        long second = TimeUnit.SECONDS.toNanos(1);
+        try (TcpStore primary = new TcpStore("127.0.0.1", 0, true, 5 * second)) {
+            Store store = new PrefixStore("jccl/world", primary);
+            try (StoreSuccession s = StoreSuccession.start(primary, store, 1, 2, 0, null,
+                System.nanoTime() + 10 * second)) {
+                primary.server().close(); // rank 0's process, the store's host, dies
+                assertThrows(CollectiveException.class, () -> s.decide("shrink 1", (ns, moved) -> Shrink.decideOrMove(
+                    ns, "shrink1/", 1, 2, -1, new BitSet(), j -> false, 10 * second, System.nanoTime() + 10 * second,
+                    moved), b -> new PrefixStore("jccl/world", b), "shrink1/", 10 * second,
+                    System.nanoTime() + 10 * second)); // no standby store here: no store left to decide through
+                assertTrue(s.refused(0), "rank 0, whose store refused after serving, was not reported gone");
+            }
         }
     }
 }
