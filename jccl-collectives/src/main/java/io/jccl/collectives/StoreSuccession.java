@@ -440,22 +440,15 @@ final class StoreSuccession implements AutoCloseable {
     }
 
     /**
-     * The candidate's client if something accepts connections there, else null (opening it when needed). A client
-     * that is connected already is returned without a probe: a dead server fails its first call at once (refused,
-     * {@link TcpStore}), as the probe would have, and a stopped one does not answer either way. The probe, a
-     * connection of its own, cost every agreement one per store it looked at (the job's store, the later standby
-     * stores, the copy of the decision), cold, on the recovery path.
+     * The candidate's client if something accepts connections there, else null (opening it when needed). No probe
+     * connection first: a client that is connected already is returned as it is (a dead server fails its first call
+     * at once, refused, {@link TcpStore}, and a stopped one does not answer either way), and a new one is refused at
+     * once by a dead server, which tells that its host rank is gone ({@link #hostGone}). The probe, a connection of
+     * its own, cost every agreement one per store it looked at (the job's store, the later standby stores, the copy
+     * of the decision), cold, on the recovery path, and hid a refusal behind "unreachable".
      */
     private TcpStore open(Candidate c, long timeoutNs) {
-        synchronized (c) {
-            if (c.client != null) {
-                return c.client;
-            }
-        }
-        if (!TcpStore.reachable(c.host, c.port, timeoutNs)) {
-            return null;
-        }
-        synchronized (c) { // looks at later stores run in parallel (never two on one candidate; this is cheap)
+        synchronized (c) { // looks at later stores run in parallel (never two on one candidate)
             return openLocked(c, timeoutNs);
         }
     }
@@ -466,6 +459,12 @@ final class StoreSuccession implements AutoCloseable {
                 // its host published it: refused now means gone (a kill during the agreement), not "still starting"
                 c.client = TcpStore.toRunningServer(c.host, c.port, timeoutNs, secret);
                 c.ownsClient = true;
+            } catch (StoreGoneException e) {
+                // refused: the host rank's process is gone, which the agreement then knows without a liveness probe
+                // (seed 66044: rank 0 and then rank 2, the host of a standby store, killed 88 ms apart; rank 2's
+                // liveness address was in the dead job's store, and the survivors waited 30 s for its record)
+                hostGone(c.hostRank);
+                return null;
             } catch (StoreException e) {
                 return null; // accepted the connection but no handshake within the time: a stopped process
             }

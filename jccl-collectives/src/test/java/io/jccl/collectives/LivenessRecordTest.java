@@ -50,6 +50,32 @@ class LivenessRecordTest {
     }
 
     /**
+     * A standby store that refuses means its host rank is gone, although that rank's liveness address cannot be read
+     * (seed 66044: rank 0, the job's store, killed, then rank 2, a standby store's host, 88 ms later, before it wrote
+     * its agreement record; the survivors waited for it until JCCL_PEER_TIMEOUT, 30 s). Here rank 1's standby store
+     * refuses: the agreement leaves rank 1 out at once instead of waiting an hour (the deadline, 20 s, would fail it).
+     */
+    @Test
+    void aStandbyStoreThatRefusesMeansItsHostIsGone() throws Exception {
+        long second = TimeUnit.SECONDS.toNanos(1);
+        int closed;
+        try (ServerSocket gone = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+            closed = gone.getLocalPort(); // what a killed standby host leaves
+        }
+        try (TcpStore primary = new TcpStore("127.0.0.1", 0, true, 5 * second)) {
+            Store store = new PrefixStore("jccl/world", primary);
+            store.setString("standby/1", "127.0.0.1 " + closed, second); // rank 1 published it, then died
+            long deadlineNs = System.nanoTime() + 20 * second;
+            try (StoreSuccession s = StoreSuccession.start(primary, store, 0, 2, 1, null, deadlineNs)) {
+                StoreSuccession.Located at = s.decide("shrink 1", (ns, moved) -> Shrink.decideOrMove(ns, "shrink1/",
+                    0, 2, -1, new BitSet(), s::refused, TimeUnit.HOURS.toNanos(1), deadlineNs, moved),
+                    b -> new PrefixStore("jccl/world", b), "shrink1/", TimeUnit.HOURS.toNanos(1), deadlineNs);
+                assertArrayEquals(new int[] {0}, at.decision().members());
+            }
+        }
+    }
+
+    /**
      * The job's store refusing the client it served means its host, rank 0, is gone, although rank 0's liveness
      * address (published in that store) cannot be read any more (seed 66004: rank 2 killed, then rank 0 276 ms later;
      * the survivors waited for rank 0's agreement record until JCCL_PEER_TIMEOUT, 30 s).
