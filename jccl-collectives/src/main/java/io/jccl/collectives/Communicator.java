@@ -280,6 +280,8 @@ public final class Communicator implements AutoCloseable {
             c.warmingUp = true;
             c.warmupRounds = Warmup.run(c, options.warmupNs());
             c.warmingUp = false;
+            // and the recovery path, once per JVM, in the background (it would otherwise run cold when it matters)
+            Rehearsal.startOnce(store, rank, size, options.warmupNs());
         } catch (RuntimeException e) {
             c.closeResources();
             throw e;
@@ -1179,8 +1181,8 @@ public final class Communicator implements AutoCloseable {
             return new Located(d, 0, ((PrefixStore) store).inner());
         }
         StoreSuccession.Located at = succession.decide(what, (ns, moved) -> Shrink.decideOrMove(ns, prefix, rank,
-            size, value, suspected, gone, waitNs, deadline, moved), b -> namespaced(b, options), prefix, waitNs,
-            deadline);
+            size, value, suspected, gone, waitNs, deadline, moved, live.ownAddress(), live::learnAddress),
+            b -> namespaced(b, options), prefix, waitNs, deadline);
         return new Located(at.decision(), at.index(), at.base());
     }
 

@@ -2,6 +2,7 @@ package io.jccl.collectives;
 
 import io.jccl.collectives.store.Store;
 import io.jccl.collectives.store.StoreException;
+import io.jccl.collectives.store.StoreTimeoutException;
 import io.jccl.common.Config;
 import io.jccl.common.Log;
 
@@ -9,7 +10,6 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.BitSet;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.locks.LockSupport;
 import java.util.function.BooleanSupplier;
 import java.util.function.IntPredicate;
 
@@ -32,8 +32,13 @@ import java.util.function.IntPredicate;
  * The winning list, in old-rank order, renumbers the survivors. Not on any hot path.
  */
 final class Shrink {
-    /** Between two looks at the store while waiting for join records. */
+    /** Between two looks at the store while waiting (a grow's joiner waiting for an offer). */
     static final long POLL_NS = TimeUnit.MILLISECONDS.toNanos(5);
+    /**
+     * The longest wait in the store for the awaited join records before this rank looks again (for a decision that
+     * another survivor took without a rank this one awaits, a record naming a rank dead, a process gone).
+     */
+    static final long SLICE_NS = TimeUnit.MILLISECONDS.toNanos(10);
 
     private Shrink() {
     }
@@ -59,7 +64,8 @@ final class Shrink {
     static Decision decide(Store store, String prefix, int rank, int size, int value, BitSet suspected,
                            IntPredicate gone, long waitNs, long deadlineNs) {
         try {
-            return decideThroughStore(store, prefix, rank, size, value, suspected, gone, waitNs, deadlineNs, null);
+            return decideThroughStore(store, prefix, rank, size, value, suspected, gone, waitNs, deadlineNs, null, null,
+                null);
         } catch (StoreException e) {
             // the store is a peer too: silent for the peer timeout, it is failed (and with it this recovery)
             throw new CollectiveException("rank " + rank + ": " + prefix + " needs the communicator's store, which"
@@ -77,18 +83,34 @@ final class Shrink {
      */
     static Decision decideOrMove(Store store, String prefix, int rank, int size, int value, BitSet suspected,
                                  IntPredicate gone, long waitNs, long deadlineNs, BooleanSupplier movedAbove) {
-        return decideThroughStore(store, prefix, rank, size, value, suspected, gone, waitNs, deadlineNs, movedAbove);
+        return decideThroughStore(store, prefix, rank, size, value, suspected, gone, waitNs, deadlineNs, movedAbove,
+            null, null);
+    }
+
+    /**
+     * {@link #decideOrMove} with this rank's liveness address ({@code "address port"}, or null) in its record, and
+     * {@code learned} told every other rank's address that its record carries (rank, address).
+     */
+    static Decision decideOrMove(Store store, String prefix, int rank, int size, int value, BitSet suspected,
+                                 IntPredicate gone, long waitNs, long deadlineNs, BooleanSupplier movedAbove,
+                                 String liveAddress, java.util.function.BiConsumer<Integer, String> learned) {
+        return decideThroughStore(store, prefix, rank, size, value, suspected, gone, waitNs, deadlineNs, movedAbove,
+            liveAddress, learned);
     }
 
     private static Decision decideThroughStore(Store store, String prefix, int rank, int size, int value,
                                                BitSet suspected, IntPredicate gone, long waitNs, long deadlineNs,
-                                               BooleanSupplier movedAbove) {
+                                               BooleanSupplier movedAbove, String liveAddress,
+                                               java.util.function.BiConsumer<Integer, String> learned) {
         long startNs = System.nanoTime();
         String decisionKey = prefix + "members";
         // the record carries the ranks this rank knows dead: each survivor may know a different dead rank (the
         // neighbour of each), and a survivor that waited for a rank only another knows dead would wait for it until
         // JCCL_PEER_TIMEOUT (30 s by default) when its links, broken by the revocation, can no longer tell
-        store.setString(prefix + "join/" + rank, value + ";" + format(suspected), callNs(deadlineNs, waitNs));
+        // and its liveness address: the job's store, where the addresses were published, may be what died (rank 0),
+        // and a member killed after the decision is then found gone at the new join only through this copy
+        store.setString(prefix + "join/" + rank, value + ";" + format(suspected)
+            + (liveAddress != null ? ";" + liveAddress : ""), callNs(deadlineNs, waitNs));
         if (movedAbove != null) {
             // one key that says "survivors gather here", for ranks that look at this store from an earlier one
             store.setString(prefix + StoreSuccession.ACTIVE_KEY, "1", callNs(deadlineNs, waitNs));
@@ -100,6 +122,7 @@ final class Shrink {
         values[rank] = value;
         long waitUntil = System.nanoTime() + waitNs;
         int polls = 0;
+        boolean allThere = false;
         while (true) {
             polls++;
             if (store.check(decisionKey, callNs(deadlineNs, waitNs))) {
@@ -112,10 +135,11 @@ final class Shrink {
                 if (joined.get(j) || suspected.get(j)) {
                     continue;
                 }
-                if (store.check(prefix + "join/" + j, callNs(deadlineNs, waitNs))) {
+                // after a wait that saw every awaited record there, read them without a look first
+                if (allThere || store.check(prefix + "join/" + j, callNs(deadlineNs, waitNs))) {
                     joined.set(j);
-                    values[j] = adopt(store.getString(prefix + "join/" + j, callNs(deadlineNs, waitNs)), rank,
-                        suspected, size);
+                    values[j] = adopt(store.getString(prefix + "join/" + j, callNs(deadlineNs, waitNs)), rank, j,
+                        suspected, size, learned);
                 } else if (gone.test(j)) {
                     suspected.set(j);
                 } else {
@@ -175,19 +199,52 @@ final class Shrink {
                 throw new CollectiveException.Timeout("rank " + rank + ": " + prefix + " found no decision"
                     + " before the deadline (JCCL_TIMEOUT)");
             }
-            LockSupport.parkNanos(POLL_NS);
+            allThere = awaitRecords(store, prefix, size, joined, suspected,
+                Math.min(waitUntil - now, deadlineNs - now));
         }
     }
 
-    /** The value of a join record ({@code VALUE;DEAD,RANKS}); adds the ranks it names dead to {@code suspected}. */
-    private static int adopt(String record, int rank, BitSet suspected, int size) {
+    /**
+     * Waits in the store (not polling it) until every record still awaited is there, at most one {@link #SLICE_NS}
+     * (then the caller looks again: for a decision, for records naming ranks dead, for processes gone). Why: the
+     * survivors polled every 5 ms, each look a store round trip per awaited rank, 7 clients on one store thread at 8
+     * ranks, and the last record was seen up to a poll late; the store now answers when it arrives. Returns whether
+     * every awaited record is there (the next look then reads them without checking for them first).
+     */
+    private static boolean awaitRecords(Store store, String prefix, int size, BitSet joined, BitSet suspected,
+                                        long leftNs) {
+        java.util.List<String> awaited = new java.util.ArrayList<>();
+        for (int j = 0; j < size; j++) {
+            if (!joined.get(j) && !suspected.get(j)) {
+                awaited.add(prefix + "join/" + j);
+            }
+        }
+        try {
+            store.waitFor(awaited, Math.max(1, Math.min(leftNs, SLICE_NS)));
+            return true;
+        } catch (StoreTimeoutException e) {
+            return false; // a slice passed without all of them: look again
+        }
+    }
+
+    /**
+     * The value of rank {@code from}'s join record ({@code VALUE;DEAD,RANKS[;ADDRESS PORT]}); adds the ranks it names
+     * dead to {@code suspected} and tells {@code learned} (if any) the liveness address it carries.
+     */
+    static int adopt(String record, int rank, int from, BitSet suspected, int size,
+                     java.util.function.BiConsumer<Integer, String> learned) {
         int semicolon = record.indexOf(';');
         if (semicolon >= 0 && semicolon + 1 < record.length()) {
-            for (String r : record.substring(semicolon + 1).split(",")) {
-                int dead = Integer.parseInt(r);
-                if (dead >= 0 && dead < size && dead != rank) {
-                    suspected.set(dead); // a wrong suspicion costs nothing: a suspected rank that joined is a member
+            int second = record.indexOf(';', semicolon + 1);
+            String dead = second < 0 ? record.substring(semicolon + 1) : record.substring(semicolon + 1, second);
+            for (String r : dead.isEmpty() ? new String[0] : dead.split(",")) {
+                int d = Integer.parseInt(r);
+                if (d >= 0 && d < size && d != rank) {
+                    suspected.set(d); // a wrong suspicion costs nothing: a suspected rank that joined is a member
                 }
+            }
+            if (second >= 0 && second + 1 < record.length() && learned != null) {
+                learned.accept(from, record.substring(second + 1));
             }
         }
         return valueOf(record);

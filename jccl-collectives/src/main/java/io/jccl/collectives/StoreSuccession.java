@@ -2,6 +2,7 @@ package io.jccl.collectives;
 
 import io.jccl.collectives.store.Store;
 import io.jccl.collectives.store.StoreException;
+import io.jccl.collectives.store.StoreGoneException;
 import io.jccl.collectives.store.TcpStore;
 import io.jccl.collectives.store.TcpStoreServer;
 import io.jccl.common.Config;
@@ -98,6 +99,8 @@ final class StoreSuccession implements AutoCloseable {
     private final boolean[] refused;
     private final long[] probedNs;
     private final boolean[] probing;
+    /** This rank's liveness address ("address port"), carried in its agreement records; null: none. */
+    private String ownAddress;
     /** Closed, or its clients handed on: a background open ({@link #preopenAbove}) that ends now opens nothing. */
     private volatile boolean closedOrHandedOn;
 
@@ -125,10 +128,16 @@ final class StoreSuccession implements AutoCloseable {
      * the probes found so far.
      */
     boolean refused(int j) {
-        if (liveStore == null || j < 0 || j >= worldRanks.length || j == rank) {
+        if (j < 0 || j >= addresses.length || j == rank) {
             return false;
         }
         synchronized (this) {
+            if (refused[j]) {
+                return true;
+            }
+            if (liveStore == null && addresses[j] == null) {
+                return false; // no address known: nothing to probe
+            }
             long now = System.nanoTime();
             if (refused[j] || probing[j] || (probedNs[j] != 0 && now - probedNs[j] < PROBE_INTERVAL_NS)) {
                 return refused[j];
@@ -160,6 +169,9 @@ final class StoreSuccession implements AutoCloseable {
                 return addresses[j];
             }
         }
+        if (liveStore == null) {
+            return null;
+        }
         try {
             String key = "live/" + worldRanks[j];
             long timeoutNs = PROBE_INTERVAL_NS;
@@ -173,6 +185,40 @@ final class StoreSuccession implements AutoCloseable {
             return v;
         } catch (RuntimeException e) {
             return null; // the job's store is gone (its host died): no probe, the peer timeout decides
+        }
+    }
+
+    /**
+     * The store of rank {@code host} (its standby store, or the job's store for rank 0) refused this rank's
+     * connection after serving it: that process is gone, which the agreement then knows without a liveness probe.
+     * Why: when the job's store died with rank 0, rank 0's liveness address (published there) could not be read, and
+     * an agreement that began before rank 0 died waited for its record until JCCL_PEER_TIMEOUT (fault injection over
+     * tcp0 between namespaces, seed 66004: 30 s).
+     */
+    void hostGone(int host) {
+        if (host >= 0 && host < refused.length && host != rank) {
+            synchronized (this) {
+                refused[host] = true;
+            }
+        }
+    }
+
+    /** This rank's liveness address for its agreement records, or null. */
+    String ownAddress() {
+        return ownAddress;
+    }
+
+    /**
+     * Rank {@code j}'s liveness address as its agreement record carried it: kept unless one is known, so that it is
+     * probed even when the job's store, where the addresses were published, died with rank 0.
+     */
+    void learnAddress(int j, String address) {
+        if (j >= 0 && j < addresses.length && j != rank && address != null && !address.equals("-")) {
+            synchronized (this) {
+                if (addresses[j] == null) {
+                    addresses[j] = address;
+                }
+            }
         }
     }
 
@@ -228,7 +274,9 @@ final class StoreSuccession implements AutoCloseable {
             }
             int[] world = new int[size];
             java.util.Arrays.setAll(world, j -> j);
-            return new StoreSuccession(list, server, secret, rank, store, world);
+            StoreSuccession s = new StoreSuccession(list, server, secret, rank, store, world);
+            s.ownAddress = live;
+            return s;
         } catch (RuntimeException e) {
             if (server != null) {
                 server.close();
@@ -283,6 +331,9 @@ final class StoreSuccession implements AutoCloseable {
                 i = to;
             } catch (StoreException e) {
                 c.dead = true;
+                if (e instanceof StoreGoneException) {
+                    hostGone(c.hostRank);
+                }
                 log.warn(rank, Log.Subsys.INIT, what + ": " + c + " failed during the agreement (" + e.getMessage()
                     + "); trying the next store of the succession");
                 i++;
@@ -388,12 +439,16 @@ final class StoreSuccession implements AutoCloseable {
         }
     }
 
-    /** The candidate's client if something accepts connections there, else null (opening it when needed). */
+    /**
+     * The candidate's client if something accepts connections there, else null (opening it when needed). No probe
+     * connection first: a client that is connected already is returned as it is (a dead server fails its first call
+     * at once, refused, {@link TcpStore}, and a stopped one does not answer either way), and a new one is refused at
+     * once by a dead server, which tells that its host rank is gone ({@link #hostGone}). The probe, a connection of
+     * its own, cost every agreement one per store it looked at (the job's store, the later standby stores, the copy
+     * of the decision), cold, on the recovery path, and hid a refusal behind "unreachable".
+     */
     private TcpStore open(Candidate c, long timeoutNs) {
-        if (!TcpStore.reachable(c.host, c.port, timeoutNs)) {
-            return null;
-        }
-        synchronized (c) { // looks at later stores run in parallel (never two on one candidate; this is cheap)
+        synchronized (c) { // looks at later stores run in parallel (never two on one candidate)
             return openLocked(c, timeoutNs);
         }
     }
@@ -404,6 +459,12 @@ final class StoreSuccession implements AutoCloseable {
                 // its host published it: refused now means gone (a kill during the agreement), not "still starting"
                 c.client = TcpStore.toRunningServer(c.host, c.port, timeoutNs, secret);
                 c.ownsClient = true;
+            } catch (StoreGoneException e) {
+                // refused: the host rank's process is gone, which the agreement then knows without a liveness probe
+                // (seed 66044: rank 0 and then rank 2, the host of a standby store, killed 88 ms apart; rank 2's
+                // liveness address was in the dead job's store, and the survivors waited 30 s for its record)
+                hostGone(c.hostRank);
+                return null;
             } catch (StoreException e) {
                 return null; // accepted the connection but no handshake within the time: a stopped process
             }
@@ -439,6 +500,12 @@ final class StoreSuccession implements AutoCloseable {
         }
         StoreSuccession s = new StoreSuccession(next, server, secret, Arrays.binarySearch(members, rank),
             liveStore, world);
+        s.ownAddress = ownAddress;
+        synchronized (this) {
+            for (int j = 0; j < s.addresses.length && members[j] < addresses.length; j++) {
+                s.addresses[j] = addresses[members[j]]; // learned from records: the job's store may be gone
+            }
+        }
         server = null;
         return s;
     }
@@ -473,7 +540,9 @@ final class StoreSuccession implements AutoCloseable {
                 world[i] = worldRanks[members[i]];
             }
         }
-        return new StoreSuccession(next, null, secret, newRank, liveStore, world);
+        StoreSuccession s = new StoreSuccession(next, null, secret, newRank, liveStore, world);
+        s.ownAddress = ownAddress;
+        return s;
     }
 
     /** The list as {@code hostRank@host:port,...}, for a joining process ({@link #fromDescription}). */

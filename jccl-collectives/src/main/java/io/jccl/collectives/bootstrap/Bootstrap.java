@@ -32,8 +32,9 @@ import java.util.Set;
  * failure it closes what it opened.
  *
  * <p>Store keys, under the communicator's prefix: {@code hello/R} (join record), {@code devices/R} (network
- * devices opened, when some pair needs one), {@code ep/R/P} (R's endpoint record for P: endpoint, inbox address and
- * rkey, and the direct path's control block and staging when offered), {@code connected/R}, {@code direct/R}.
+ * devices opened, when some pair needs one), {@code ep/R} (R's endpoint records, one line per peer P: P, endpoint,
+ * inbox address and rkey, and the direct path's control block and staging when offered), {@code connected} (a
+ * counter) and {@code connected/all}.
  */
 public final class Bootstrap {
     private Bootstrap() {
@@ -159,17 +160,9 @@ public final class Bootstrap {
             stepsNs[2] = System.nanoTime();
             // Nobody sends before every rank has connected all its queue pairs (a message to a QP still in INIT
             // would be retried only a few times by a real transport).
-            store.setString("connected/" + rank, "1", remaining(deadlineNs));
-            for (int j = 0; j < size; j++) {
-                store.get("connected/" + j, remaining(deadlineNs));
-            }
+            boolean allMapped = allConnected(store, rank, size, directPath != null && mapped, deadlineNs);
             if (directPath != null) {
-                store.setString("direct/" + rank, mapped ? "1" : "0", remaining(deadlineNs));
-                boolean all = true;
-                for (int j = 0; j < size; j++) {
-                    all &= store.getString("direct/" + j, remaining(deadlineNs)).equals("1");
-                }
-                directPath.enable(all);
+                directPath.enable(allMapped);
             }
             stepsNs[3] = System.nanoTime();
             warnIfOpen(options, rank, used.values(), allSameHost);
@@ -319,27 +312,64 @@ public final class Bootstrap {
     }
 
     /**
-     * Publishes this rank's endpoint record for every peer (with the direct path's regions when it offers them),
-     * then reads every peer's and connects; returns whether every peer's direct regions were mapped.
+     * Publishes this rank's endpoint records for all its peers as one record, {@code ep/RANK} (one line per peer:
+     * its rank, then the message path's record and the direct path's regions when it offers them), then reads every
+     * peer's and connects; returns whether every peer's direct regions were mapped. One write per rank instead of
+     * one per peer: at 8 ranks a shrink's new join made 56 writes to one store thread, in a row (the recovery
+     * breakdown of docs/fault-tolerance.md).
      */
     private static boolean connect(Store store, int rank, MessagePath messagePath, DirectPath directPath,
                                    DeviceResources directDevice, long deadlineNs) {
+        StringBuilder mine = new StringBuilder();
         for (Peer p : messagePath.peers()) {
             if (p != null) {
-                String record = messagePath.localRecord(p)
-                    + (directPath != null && p.device() == directDevice ? directPath.localRecord() : "");
-                store.setString(key("ep", rank, p.rank()), record, remaining(deadlineNs));
+                mine.append(p.rank()).append(' ').append(messagePath.localRecord(p))
+                    .append(directPath != null && p.device() == directDevice ? directPath.localRecord() : "")
+                    .append('\n');
             }
         }
+        store.setString("ep/" + rank, mine.toString(), remaining(deadlineNs));
         boolean mapped = directPath != null;
         for (Peer p : messagePath.peers()) {
             if (p != null) {
-                String[] record = store.getString(key("ep", p.rank(), rank), remaining(deadlineNs)).split(" ");
+                String[] record = recordFor(store.getString("ep/" + p.rank(), remaining(deadlineNs)), rank, p.rank());
                 messagePath.connect(p, record);
                 mapped &= directPath != null && directPath.map(p, record);
             }
         }
         return mapped;
+    }
+
+    /** The fields of {@code from}'s endpoint record for {@code rank} in {@code from}'s published {@code ep/FROM}. */
+    static String[] recordFor(String published, int rank, int from) {
+        String prefix = rank + " ";
+        int at = published.startsWith(prefix) ? 0 : published.indexOf("\n" + prefix);
+        if (at < 0) {
+            throw new CollectiveException("rank " + from + " published no endpoint for rank " + rank + " (ep/" + from
+                + " names ranks " + published.lines().map(l -> l.split(" ", 2)[0]).toList() + ")");
+        }
+        int start = at == 0 ? prefix.length() : at + 1 + prefix.length();
+        int end = published.indexOf('\n', start);
+        return published.substring(start, end < 0 ? published.length() : end).split(" ");
+    }
+
+    /**
+     * The barrier after connecting, and whether every rank mapped the direct path: each rank adds 1 to the counter
+     * {@code connected} (plus 2^32 when it could not map every peer's direct regions); the rank whose add completes
+     * the count publishes the total as {@code connected/all}, which every rank reads. Two store calls and one wait
+     * per rank instead of a record per rank that every rank reads ({@code 2 x (size + 1)} calls, twice for the
+     * direct path's verdict). A rank without a direct path counts as unmapped, so no rank enables it alone.
+     */
+    static boolean allConnected(Store store, int rank, int size, boolean mapped, long deadlineNs) {
+        long total = store.add("connected", mapped ? 1 : (1L << 32) + 1, remaining(deadlineNs));
+        if ((int) total == size) {
+            store.setString("connected/all", Long.toString(total), remaining(deadlineNs));
+        } else if ((int) total > size || (int) total <= 0) {
+            throw new CollectiveException.Refused("rank " + rank + ": " + store.describe() + " counts " + (int) total
+                + " ranks connected of " + size + ": another process of this job name joined (a rank started twice?)");
+        }
+        long all = Long.parseLong(store.getString("connected/all", remaining(deadlineNs)));
+        return all >>> 32 == 0;
     }
 
     /**
@@ -370,10 +400,6 @@ public final class Bootstrap {
             a[i] = values.get(i);
         }
         return a;
-    }
-
-    private static String key(String what, int from, int to) {
-        return what + "/" + from + "/" + to;
     }
 
     private static long remaining(long deadlineNs) {

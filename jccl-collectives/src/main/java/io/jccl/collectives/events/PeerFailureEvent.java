@@ -46,6 +46,15 @@ public final class PeerFailureEvent extends Event {
     private PeerFailureEvent() {
     }
 
+    /**
+     * Creates an event and asks whether a recording wants it, committing nothing: what {@link #emit} costs the first
+     * time in a JVM (JFR's event machinery loaded and linked, 30-80 ms on a loaded host) is paid here, by the
+     * recovery rehearsal after creation, instead of on the failure path. Returns whether a recording is on.
+     */
+    public static boolean prepare() {
+        return new PeerFailureEvent().shouldCommit();
+    }
+
     /** Records a peer failure (when a recording asks for the event). */
     public static void emit(String communicator, int failedRank, int detectingRank, String message) {
         PeerFailureEvent event = new PeerFailureEvent();

@@ -188,7 +188,7 @@ public final class TcpStore implements Store {
                     .contains("refused")) {
                     // the server listened before and refuses now: its process died; fail at once (recovery paths
                     // then move on, to a standby store or without the store) instead of retrying to the deadline
-                    throw new StoreException(describe() + ": connection refused by a server that was there before"
+                    throw new StoreGoneException(describe() + ": connection refused by a server that was there before"
                         + " (its process is gone): " + e.getMessage(), e);
                 }
                 last = e;

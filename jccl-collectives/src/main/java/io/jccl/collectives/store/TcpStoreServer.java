@@ -251,6 +251,8 @@ public final class TcpStoreServer implements AutoCloseable {
     private final RateLimitedLog badLog = new RateLimitedLog();
     private volatile int keyCount;
     private volatile int connectionCount;
+    /** Connections accepted since the start (written by the selector thread, read by monitoring). */
+    private volatile long acceptedCount;
     private volatile int waiterCount;
     private volatile long acceptFailures;
 
@@ -454,6 +456,11 @@ public final class TcpStoreServer implements AutoCloseable {
         return waiterCount;
     }
 
+    /** Connections accepted since the start (refused ones included). */
+    public long accepted() {
+        return acceptedCount;
+    }
+
     /** How many times {@code accept} failed (for example out of file descriptors) since the start. */
     public long acceptFailures() {
         return acceptFailures;
@@ -611,6 +618,7 @@ public final class TcpStoreServer implements AutoCloseable {
             if (ch == null) {
                 return;
             }
+            acceptedCount++; // the selector thread only
             acceptBackoffNs = 0;
             if (connections.size() >= settings.maxConnections()) {
                 refuse(ch);
