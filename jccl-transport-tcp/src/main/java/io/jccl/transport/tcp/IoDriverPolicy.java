@@ -44,11 +44,11 @@ package io.jccl.transport.tcp;
  *       poller was parked waited for that poller or the next standby look: 1–2 ms (the transfer engine's agent
  *       polls its inbound queue this way). Before every park of the poll, not only its first: the poll after
  *       each wake-up drives the QPs again, and the progress thread goes back to standby.</li>
- *   <li><b>A polled socket's input is the poller's.</b> When the progress thread is woken by input on a QP whose lock an
- *       application thread holds, and an application poll read that QP's socket within {@link #DRIVEN_NS}, it stops
+ *   <li><b>A polled socket's input is the poller's.</b> When the progress thread is woken by input on a QP whose lock
+ *       an application thread holds, and an application poll read that QP's socket within {@link #DRIVEN_NS}, it stops
  *       watching that socket for input ({@code OP_READ} off) instead of finding it ready again on every
  *       {@code select()} until the poller has read it: that loop took a core from the poller (a tcp0 embedding
- *       client at batch 1: 34 000–117 000 selects per second on the client's progress thread, up to 10 % of a core,
+ *       client at batch 1: 8 000–117 000 selects per second on the client's progress thread, up to 10 % of a core,
  *       and one wake-up per lookup). It watches the socket again once no poll read it for {@link #DRIVEN_NS}
  *       (it looks at least every {@link #STANDBY_TICK_NS} while any is muted) or at once when the poller is about
  *       to park (rule 6), so a poller that stops is served as before. A QP driven only by posts (an application

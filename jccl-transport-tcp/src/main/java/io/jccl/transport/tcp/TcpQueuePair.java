@@ -20,6 +20,7 @@ import io.jccl.verbs.spi.SoftMemoryRegion;
 
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
+import java.nio.channels.CancelledKeyException;
 import java.nio.channels.SelectionKey;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -177,11 +178,16 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         // the QP; without saying so the progress thread would loop on the still-ready key and take its core.
         if (!lock.tryLock()) {
             io.lockHeldElsewhere(now);
-            if (selected.isValid() && (selected.readyOps() & SelectionKey.OP_READ) != 0 && connection.up()
-                && io.applicationPolls(now) && io.muteRead()) {
-                // Its poller is reading this input: stop finding it ready on every select (IoDriverPolicy, rule 7).
-                selected.interestOps(selected.interestOps() & ~SelectionKey.OP_READ);
-                engine.muted(this);
+            try {
+                if ((selected.readyOps() & SelectionKey.OP_READ) != 0 && connection.up() && io.applicationPolls(now)
+                    && io.muteRead()) {
+                    // Its poller is reading this input: stop finding it ready on every select (IoDriverPolicy,
+                    // rule 7).
+                    engine.muted(this);
+                    selected.interestOps(selected.interestOps() & ~SelectionKey.OP_READ);
+                }
+            } catch (CancelledKeyException closing) {
+                // the lock holder is closing the connection: nothing to watch
             }
             return;
         }
@@ -304,6 +310,8 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             io.unmuteRead();
             updateInterest();
             return true;
+        } catch (CancelledKeyException closing) {
+            return true; // the connection closed meanwhile: nothing to watch
         } finally {
             lock.unlock();
         }
