@@ -45,7 +45,9 @@ package io.jccl.transport.tcp;
  *       polls its inbound queue this way). Before every park of the poll, not only its first: the poll after
  *       each wake-up drives the QPs again, and the progress thread goes back to standby.</li>
  *   <li><b>A polled socket's input is the poller's.</b> When the progress thread is woken by input on a QP whose lock
- *       an application thread holds, and an application poll read that QP's socket within {@link #DRIVEN_NS}, it stops
+ *       an application thread holds, that has requests of its own outstanding (the poller waits for their responses;
+ *       a passive QP's poller, a server's agent, may be slow to come back, and READs must not wait for it), and an
+ *       application poll read that QP's socket within {@link #DRIVEN_NS}, it stops
  *       watching that socket for input ({@code OP_READ} off) instead of finding it ready again on every
  *       {@code select()} until the poller has read it: that loop took a core from the poller (a tcp0 embedding
  *       client at batch 1: 8 000–117 000 selects per second on the client's progress thread, up to 10 % of a core,

@@ -179,10 +179,11 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         if (!lock.tryLock()) {
             io.lockHeldElsewhere(now);
             try {
-                if ((selected.readyOps() & SelectionKey.OP_READ) != 0 && connection.up() && io.applicationPolls(now)
-                    && io.muteRead()) {
-                    // Its poller is reading this input: stop finding it ready on every select (IoDriverPolicy,
-                    // rule 7).
+                if ((selected.readyOps() & SelectionKey.OP_READ) != 0 && sendHead != sendTail && connection.up()
+                    && io.applicationPolls(now) && io.muteRead()) {
+                    // Its poller waits for these responses and is reading them: stop finding the socket ready on
+                    // every select (IoDriverPolicy, rule 7). Not a passive QP: its poller (a server's agent waiting
+                    // for notifications) may be slow to come back, and a peer's READs must not wait for it.
                     engine.muted(this);
                     selected.interestOps(selected.interestOps() & ~SelectionKey.OP_READ);
                 }
