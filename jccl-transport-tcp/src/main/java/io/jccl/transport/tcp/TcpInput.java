@@ -120,7 +120,13 @@ final class TcpInput {
                 return work;
             }
             if (sinkIndex < sinkCount) {
+                long readsBefore = readCalls;
                 long n = fillSink(channel);
+                if (readCalls != readsBefore) {
+                    // The socket was read after the short read: in a stream (large WRITEs) the next frame is
+                    // usually there already, so the next header is read at once, as before.
+                    drained = false;
+                }
                 if (n < 0) {
                     counters.increment(Counter.PORT_RCV_ERRORS); // the stream ended inside a payload
                     qp.onLinkLost();
