@@ -74,6 +74,11 @@ public final class TransferEngine implements AutoCloseable {
     public static final int NOTIFICATION_MAX_BYTES = 64;
     /** Send-queue depth of each queue pair towards a peer: slices in flight per queue pair. */
     static final int SEND_DEPTH = 128;
+    /**
+     * Transfers up to this size fill one queue pair before the next ({@link OutLink#pickQueuePairForSmall}); larger
+     * ones go round robin, slice by slice, so that their bytes spread over several connections.
+     */
+    static final long SMALL_TRANSFER_BYTES = 16 << 10;
     /** Receives posted per inbound queue pair, for notifications. */
     static final int RECEIVE_DEPTH = 32;
     /** The transfer index that marks a notification's work request. */
@@ -921,8 +926,9 @@ public final class TransferEngine implements AutoCloseable {
                 continue;
             }
             int slices = b.sliceCount(t);
+            boolean small = b.length[t] <= SMALL_TRANSFER_BYTES;
             while (b.cursorSlice < slices) {
-                int qp = link.pickQueuePair();
+                int qp = small ? link.pickQueuePairForSmall() : link.pickQueuePair();
                 if (qp < 0) {
                     return false;
                 }
@@ -1169,6 +1175,8 @@ public final class TransferEngine implements AutoCloseable {
         /** Slices posted per queue pair index (over every generation): how evenly slices spread. */
         final long[] posted = new long[16];
         int next;
+        /** The queue pair picked last (small transfers stay on it while it has room). */
+        int lastPicked = -1;
         int notifyNext;
         long[] retries = new long[64];
         int retryCount;
@@ -1202,10 +1210,26 @@ public final class TransferEngine implements AutoCloseable {
                     next = 0;
                 }
                 if (outstanding[qp] < SEND_DEPTH) {
+                    lastPicked = qp;
                     return qp;
                 }
             }
             return -1;
+        }
+
+        /**
+         * A queue pair for a small transfer: the one picked last while it has room, else the next with room (-1
+         * when all are full). Small transfers cost system calls and wake-ups, not bandwidth: on one queue pair a
+         * batch of them is one post list, one request write and one response write (tcp0), where round robin over
+         * two made it two of each and two sockets for the target to serve. A batch of more than one queue pair's
+         * depth still spreads (a 256-row lookup: 128 and 128, all in flight).
+         */
+        int pickQueuePairForSmall() {
+            int last = lastPicked;
+            if (last >= 0 && last < qps.length && outstanding[last] < SEND_DEPTH) {
+                return last;
+            }
+            return pickQueuePair();
         }
 
         void broken() {

@@ -167,6 +167,49 @@ class TransferEngineTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"shm0", "tcp0"})
+    void shouldKeepASmallBatchOnOneQueuePairAndSpreadOnlyBeyondItsDepth(String transport) {
+        // Small transfers cost system calls and wake-ups, not bandwidth: round robin put a 16-row lookup on both
+        // queue pairs (two request writes, two response writes, two sockets for the target to serve over tcp0).
+        Engines.run(2, Engines.options(transport), TransferSettings.defaults(), (engine, barrier) -> {
+            if (engine.rank() == 1) {
+                LocalSegment table = engine.registerSegment("rows", 256 * 280);
+                Engines.fill(table.memory(), 0, 256 * 280, 7);
+                barrier.await();
+                barrier.await();
+            } else {
+                LocalSegment sink = engine.registerSegment("sink", 256 * 280);
+                barrier.await();
+                RemoteSegment rows = engine.openSegment("rows");
+                try (TransferBatch batch = engine.newBatch(256)) {
+                    for (int i = 0; i < 16; i++) {
+                        batch.read(sink, i * 280L, rows, (i * 7 % 256) * 280L, 280);
+                    }
+                    assertTrue(batch.submit().await(), batch.toString());
+                    long[] perQueuePair = engine.slicesPostedTo(1);
+                    assertEquals(2, perQueuePair.length);
+                    assertEquals(16, Math.max(perQueuePair[0], perQueuePair[1]),
+                        "a batch of 16 small READs on one queue pair: " + java.util.Arrays.toString(perQueuePair));
+                    assertEquals(0, Math.min(perQueuePair[0], perQueuePair[1]));
+                    batch.clear();
+                    for (int i = 0; i < 256; i++) {
+                        batch.read(sink, i * 280L, rows, i * 280L, 280);
+                    }
+                    assertTrue(batch.submit().await(), batch.toString());
+                    long[] after = engine.slicesPostedTo(1);
+                    assertEquals(128, after[0] - perQueuePair[0], "beyond one queue pair's depth the batch spreads: "
+                        + java.util.Arrays.toString(after));
+                    assertEquals(128, after[1] - perQueuePair[1]);
+                }
+                java.lang.foreign.MemorySegment expected = java.lang.foreign.Arena.ofAuto().allocate(256 * 280);
+                Engines.fill(expected, 0, 256 * 280, 7);
+                assertEquals(-1, sink.memory().asSlice(0, 256 * 280).mismatch(expected), "every row read back");
+                barrier.await();
+            }
+        });
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm0", "tcp0"})
     void shouldSealSegmentRecordsWithTheJobSecretAndStillTransfer(String transport) {
         CommunicatorOptions options = Engines.options(transport).withAuthSecret("s3cret").withJobId("sealed");
         Engines.run(2, options, TransferSettings.defaults(), (engine, barrier) -> {

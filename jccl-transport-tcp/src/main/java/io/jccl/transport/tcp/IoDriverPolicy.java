@@ -44,6 +44,17 @@ package io.jccl.transport.tcp;
  *       poller was parked waited for that poller or the next standby look: 1–2 ms (the transfer engine's agent
  *       polls its inbound queue this way). Before every park of the poll, not only its first: the poll after
  *       each wake-up drives the QPs again, and the progress thread goes back to standby.</li>
+ *   <li><b>A polled socket's input is the poller's.</b> When the progress thread is woken by input on a QP whose lock
+ *       an application thread holds, that has requests of its own outstanding (the poller waits for their responses;
+ *       a passive QP's poller, a server's agent, may be slow to come back, and READs must not wait for it), and an
+ *       application poll read that QP's socket within {@link #DRIVEN_NS}, it stops
+ *       watching that socket for input ({@code OP_READ} off) instead of finding it ready again on every
+ *       {@code select()} until the poller has read it: that loop took a core from the poller (a tcp0 embedding
+ *       client at batch 1: 8 000–117 000 selects per second on the client's progress thread, up to 10 % of a core,
+ *       and one wake-up per lookup). It watches the socket again once no poll read it for {@link #DRIVEN_NS}
+ *       (it looks at least every {@link #STANDBY_TICK_NS} while any is muted) or at once when the poller is about
+ *       to park (rule 6), so a poller that stops is served as before. A QP driven only by posts (an application
+ *       that polls memory, not the CQ) is never muted: nobody else would read its input.</li>
  * </ol>
  *
  * <p>These replace six flags that used to be spread over {@code TcpQueuePair} and {@code TcpEngine}: per QP
@@ -183,6 +194,12 @@ final class IoDriverPolicy {
         private volatile boolean kicked;
         /** Parking polls that handed this QP over (rule 6; racy increments, read by tests and diagnostics). */
         volatile long handOvers;
+        /** When an application poll last read this QP's socket (rule 7). */
+        private volatile long polledNs = System.nanoTime() - (1L << 62);
+        /** The progress thread does not watch this QP's socket for input: its poller reads it (rule 7). */
+        private volatile boolean readMuted;
+        /** Times the progress thread muted this QP's input (rule 7; tests, diagnostics). */
+        volatile long mutes;
 
         private QueuePairIo(IoDriverPolicy policy) {
             this.policy = policy;
@@ -238,6 +255,7 @@ final class IoDriverPolicy {
          */
         boolean beginApplicationRound(long nowNs) {
             drivenNs = nowNs;
+            polledNs = nowNs;
             boolean mayHold = !ackHeld;
             ackHeld = false;
             return mayHold;
@@ -261,6 +279,31 @@ final class IoDriverPolicy {
         /** The hold ends: an I/O round by anyone, the ACK sent or carried, an error or reset. */
         void releaseHold() {
             ackHeld = false;
+        }
+
+        /** Whether an application poll read this QP's socket within {@link #DRIVEN_NS} (rule 7). */
+        boolean applicationPolls(long nowNs) {
+            return nowNs - polledNs < DRIVEN_NS;
+        }
+
+        /** Whether the progress thread leaves this QP's input to its poller (rule 7). */
+        boolean readMuted() {
+            return readMuted;
+        }
+
+        /** The progress thread stops watching this QP's input (rule 7); true if it was watching. */
+        boolean muteRead() {
+            if (readMuted) {
+                return false;
+            }
+            readMuted = true;
+            mutes++;
+            return true;
+        }
+
+        /** The progress thread watches this QP's input again (with the QP lock held, then the interest is set). */
+        void unmuteRead() {
+            readMuted = false;
         }
 
         /** Asks the progress thread to look at this QP at once. */

@@ -73,6 +73,9 @@ final class TcpEngine implements Runnable {
     volatile long loops;
     volatile long standbyParks;
     private long loadCheckedNs;
+    /** QPs whose input this thread does not watch while their pollers read it (IoDriverPolicy, rule 7). */
+    private TcpQueuePair[] muted = new TcpQueuePair[4];
+    private int mutedCount;
 
     TcpEngine(String name, long spinNs) throws IOException {
         this.selector = Selector.open();
@@ -192,6 +195,9 @@ final class TcpEngine implements Runnable {
                 }
                 work += selector.selectNow(dispatch);
                 long now = System.nanoTime();
+                if (mutedCount > 0) {
+                    work += watchAgain(now);
+                }
                 if (now - nextTimerNs.get() >= 0) {
                     runTimers(now);
                     work++;
@@ -217,7 +223,9 @@ final class TcpEngine implements Runnable {
                     spinAllowed = spinHelps();
                 }
                 IdleStrategy idle = spinAllowed && spinNs > 0 ? spinThenSelect : selectOnly;
-                idle.idleAtMost(Math.min(nextTimerNs.get() - now, IDLE_TIMER_NS));
+                // While input is muted, look every standby tick: its poller may stop without parking.
+                long maxWaitNs = mutedCount > 0 ? IoDriverPolicy.STANDBY_TICK_NS : IDLE_TIMER_NS;
+                idle.idleAtMost(Math.min(nextTimerNs.get() - now, maxWaitNs));
                 if (selectReturned) {
                     selectReturned = false;
                     newIdlePeriod();
@@ -291,6 +299,37 @@ final class TcpEngine implements Runnable {
         } catch (IOException | RuntimeException e) {
             return true; // no /proc (not Linux): spin as configured
         }
+    }
+
+    /** This thread stopped watching {@code queuePair}'s input (IoDriverPolicy, rule 7). This thread only. */
+    void muted(TcpQueuePair queuePair) {
+        if (mutedCount == muted.length) {
+            muted = Arrays.copyOf(muted, muted.length * 2);
+        }
+        muted[mutedCount++] = queuePair;
+    }
+
+    /**
+     * Watches the input of muted QPs again once no poll read them for {@link IoDriverPolicy#DRIVEN_NS} (a poller
+     * that stopped without parking), and forgets those unmuted meanwhile or gone; returns how many it unmuted.
+     */
+    private int watchAgain(long nowNs) {
+        int kept = 0;
+        int work = 0;
+        for (int i = 0; i < mutedCount; i++) {
+            TcpQueuePair qp = muted[i];
+            boolean keep = qp.io.readMuted();
+            if (keep && (!qp.connected() || !qp.io.applicationPolls(nowNs)) && qp.watchInputAgain()) {
+                keep = false;
+                work++;
+            }
+            if (keep) {
+                muted[kept++] = qp;
+            }
+        }
+        Arrays.fill(muted, kept, mutedCount, null);
+        mutedCount = kept;
+        return work;
     }
 
     private int runTasks() {

@@ -49,6 +49,8 @@ final class TcpInput {
     private long sinkDone;
     /** {@code read()} calls that returned bytes on this QP's sockets (tests, diagnostics: frames per read). */
     private long readCalls;
+    /** Every {@code read()} on the connection's socket, empty ones included (tests, diagnostics). */
+    private long readAttempts;
 
     TcpInput(TcpQueuePair qp, Arena arena, int maxSges) {
         this.qp = qp;
@@ -81,6 +83,11 @@ final class TcpInput {
         return readCalls;
     }
 
+    /** Every {@code read()} so far, those that found the socket empty included. */
+    long readAttempts() {
+        return readAttempts;
+    }
+
     /** Reading requests resumes (the responder's ring drained). */
     void resume() {
         paused = false;
@@ -92,6 +99,7 @@ final class TcpInput {
     int read() throws IOException {
         int work = 0;
         long bytes = 0;
+        boolean drained = false;
         SocketChannel channel;
         while ((channel = connection.channel()) != null) {
             if (drainAll) {
@@ -112,7 +120,13 @@ final class TcpInput {
                 return work;
             }
             if (sinkIndex < sinkCount) {
+                long readsBefore = readCalls;
                 long n = fillSink(channel);
+                if (readCalls != readsBefore) {
+                    // The socket was read after the short read: in a stream (large WRITEs) the next frame is
+                    // usually there already, so the next header is read at once, as before.
+                    drained = false;
+                }
                 if (n < 0) {
                     counters.increment(Counter.PORT_RCV_ERRORS); // the stream ended inside a payload
                     qp.onLinkLost();
@@ -148,17 +162,26 @@ final class TcpInput {
             if (bytes > READ_BUDGET_BYTES) {
                 return work + 1;
             }
+            if (drained) {
+                // The last read left room in the buffer: the socket had nothing more then. Another read() would
+                // almost always find it empty (one system call per round saved); what comes later is reported by
+                // the selector or found by the next poll.
+                return work;
+            }
             if (staging.hasRemaining()) {
                 staging.compact(); // a partial header moves to the front
             } else {
                 staging.clear(); // the common case, and every empty poll: no copy, no memory-session access
             }
             int n;
+            int room = staging.remaining();
+            readAttempts++;
             try {
                 n = channel.read(staging);
             } finally {
                 staging.flip();
             }
+            drained = n < room;
             if (n < 0) {
                 if (staging.hasRemaining()) {
                     counters.increment(Counter.PORT_RCV_ERRORS); // the stream ended inside a frame header
@@ -251,6 +274,7 @@ final class TcpInput {
             if (region == null) {
                 staging.clear();
                 staging.limit((int) Math.min(staging.capacity(), remaining));
+                readAttempts++;
                 try {
                     n = channel.read(staging);
                 } finally {
@@ -258,6 +282,7 @@ final class TcpInput {
                 }
             } else {
                 ByteBuffer view = views.view(region, sinkOffset[sinkIndex] + sinkDone, remaining);
+                readAttempts++;
                 n = channel.read(view);
             }
             if (n < 0) {

@@ -20,6 +20,7 @@ import io.jccl.verbs.spi.SoftMemoryRegion;
 
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
+import java.nio.channels.CancelledKeyException;
 import java.nio.channels.SelectionKey;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -140,6 +141,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     }
 
     private void resetProtocol() {
+        io.unmuteRead();
         input.reset();
         output.reset();
         responder.reset();
@@ -176,6 +178,18 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         // the QP; without saying so the progress thread would loop on the still-ready key and take its core.
         if (!lock.tryLock()) {
             io.lockHeldElsewhere(now);
+            try {
+                if ((selected.readyOps() & SelectionKey.OP_READ) != 0 && sendHead != sendTail && connection.up()
+                    && io.applicationPolls(now) && io.muteRead()) {
+                    // Its poller waits for these responses and is reading them: stop finding the socket ready on
+                    // every select (IoDriverPolicy, rule 7). Not a passive QP: its poller (a server's agent waiting
+                    // for notifications) may be slow to come back, and a peer's READs must not wait for it.
+                    engine.muted(this);
+                    selected.interestOps(selected.interestOps() & ~SelectionKey.OP_READ);
+                }
+            } catch (CancelledKeyException closing) {
+                // the lock holder is closing the connection: nothing to watch
+            }
             return;
         }
         try {
@@ -279,6 +293,29 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         if (sendHead == sendTail) {
             io.pollerParks();
         }
+        if (io.readMuted()) {
+            watchInputAgain(); // the poller will not read it for a while: the progress thread must (rule 7)
+        }
+    }
+
+    /**
+     * The progress thread watches this QP's input again (IoDriverPolicy, rule 7): its poller stopped or parks. False
+     * when the lock is taken (someone is doing the I/O; try again later). Wakes a selecting progress thread when
+     * called from another thread.
+     */
+    boolean watchInputAgain() {
+        if (!lock.tryLock()) {
+            return false;
+        }
+        try {
+            io.unmuteRead();
+            updateInterest();
+            return true;
+        } catch (CancelledKeyException closing) {
+            return true; // the connection closed meanwhile: nothing to watch
+        } finally {
+            lock.unlock();
+        }
     }
 
     @Override
@@ -367,7 +404,8 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
             return;
         }
         boolean wantWrite = output.busy() || (connection.up() && (responder.hasResponses() || liveness.frameDue()));
-        int ops = (input.paused() ? 0 : SelectionKey.OP_READ) | (wantWrite ? SelectionKey.OP_WRITE : 0);
+        boolean watchRead = !input.paused() && !io.readMuted();
+        int ops = (watchRead ? SelectionKey.OP_READ : 0) | (wantWrite ? SelectionKey.OP_WRITE : 0);
         if (k.interestOps() != ops) {
             k.interestOps(ops);
             if (Thread.currentThread() != engine.thread) {
@@ -456,6 +494,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     @Override
     protected void onError() {
         io.releaseHold();
+        io.unmuteRead(); // the close drains input: the progress thread reads it
         requester.reset();
         input.abortPayload();
         switch (connection.state()) {
@@ -534,13 +573,13 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     }
 
     /**
-     * {@code write()} calls, frames built and {@code read()} calls on this QP's sockets so far (tests, diagnostics:
-     * how many frames one system call carries).
+     * {@code write()} calls, frames built, {@code read()} calls that returned bytes and every {@code read()} call on
+     * this QP's sockets so far (tests, diagnostics: how many frames one system call carries).
      */
     long[] ioCounts() {
         lock.lock();
         try {
-            return new long[] {output.writeCalls(), output.framesBuilt(), input.readCalls()};
+            return new long[] {output.writeCalls(), output.framesBuilt(), input.readCalls(), input.readAttempts()};
         } finally {
             lock.unlock();
         }
