@@ -226,8 +226,9 @@ public final class EmbeddingLookup implements AutoCloseable {
                 }
                 // Past the spinning: the writer may be dead mid-row (its pages stay mapped, the row stays odd),
                 // so ask the probe before waiting on: a dead server is named at once, not after the retry limit.
-                if (attempt >= PROBE_AFTER_ATTEMPTS && client.confirm() != null) {
-                    fail(i, "row " + rows[i] + ": " + client.confirm());
+                String dead = attempt >= PROBE_AFTER_ATTEMPTS ? client.confirm() : null;
+                if (dead != null) {
+                    fail(i, "row " + rows[i] + ": " + dead);
                     break;
                 }
                 backOff(attempt);
