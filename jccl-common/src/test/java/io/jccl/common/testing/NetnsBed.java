@@ -72,6 +72,46 @@ public final class NetnsBed implements AutoCloseable {
         return p.exitValue();
     }
 
+    /** What {@link #runFor} saw: the exit status (-1 when it ran out of time) and the output, stdout and stderr. */
+    public record Result(int exitCode, String output) {
+    }
+
+    /** Runs {@code command} to its end, {@code timeoutSeconds} at most (then killed, exit status -1). */
+    public static Result runFor(List<String> command, long timeoutSeconds) throws IOException, InterruptedException {
+        Path log = Files.createTempFile("jccl-netns-", ".log");
+        try {
+            Process p = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
+            if (!p.waitFor(timeoutSeconds, TimeUnit.SECONDS)) {
+                p.destroyForcibly();
+                return new Result(-1, Files.readString(log, StandardCharsets.UTF_8) + "\n(timed out)");
+            }
+            return new Result(p.exitValue(), Files.readString(log, StandardCharsets.UTF_8));
+        } finally {
+            Files.deleteIfExists(log);
+        }
+    }
+
+    /**
+     * The command line of a JVM on host {@code host} running {@code mainClass} with {@code args}: this JVM's java,
+     * its module and VM options ({@code --...}, {@code -XX:...}, {@code -Xss...}) and class path, then
+     * {@code jvmArguments}.
+     */
+    public List<String> javaCommand(int host, List<String> jvmArguments, Class<?> mainClass, String... args) {
+        List<String> command = new ArrayList<>(List.of("ip", "netns", "exec", prefix + "-h" + host,
+            Path.of(System.getProperty("java.home"), "bin", "java").toString()));
+        for (String argument : java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()) {
+            if (argument.startsWith("--") || argument.startsWith("-XX:") || argument.startsWith("-Xss")) {
+                command.add(argument);
+            }
+        }
+        command.addAll(jvmArguments);
+        command.add("-cp");
+        command.add(System.getProperty("java.class.path"));
+        command.add(mainClass.getName());
+        command.addAll(List.of(args));
+        return command;
+    }
+
     /** Host {@code host}'s IPv4 address on the bed's bridge (scripts/netns.sh: 10.77.0.i, host 1 first). */
     public static String address(int host) {
         return "10.77.0." + host;
