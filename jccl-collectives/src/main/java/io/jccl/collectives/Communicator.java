@@ -95,6 +95,8 @@ public final class Communicator implements AutoCloseable {
     private StoreSuccession succession;
     /** How long the join at creation may take (shorter for a shrink's new communicator: a member may be dead). */
     private long joinTimeoutNs;
+    /** A shrink's join watch while this communicator joins (its store), else null. */
+    private JoinWatchStore joinWatch;
     private final Log log = Log.get();
     private final FlightRecorder recorder;
     private final AlgorithmFilter filter;
@@ -258,8 +260,8 @@ public final class Communicator implements AutoCloseable {
      * Creates and joins; {@code joinTimeoutNs} bounds the join, and with {@code standbyPrimary} (the job's TCP store)
      * the ranks set up the standby stores of a {@link StoreSuccession}.
      */
-    private static Communicator create(Store base, Store owned, int rank, int size, CommunicatorOptions options,
-                                       long joinTimeoutNs, TcpStore standbyPrimary) {
+    static Communicator create(Store base, Store owned, int rank, int size, CommunicatorOptions options,
+                               long joinTimeoutNs, TcpStore standbyPrimary) {
         if (size < 1 || rank < 0 || rank >= size) {
             throw new IllegalArgumentException("rank " + rank + " outside 0.." + (size - 1) + " (size " + size + ")");
         }
@@ -270,6 +272,7 @@ public final class Communicator implements AutoCloseable {
         Warmup.startKernels(options.warmupNs(), size);
         Communicator c = new Communicator(store, owned, rank, size, options);
         c.joinTimeoutNs = joinTimeoutNs;
+        c.joinWatch = base instanceof JoinWatchStore w ? w : null;
         try {
             c.init();
             if (standbyPrimary != null && size > 1) {
@@ -323,6 +326,11 @@ public final class Communicator implements AutoCloseable {
         directPath = joined.directPath();
         failures.attach(messagePath, directPath);
         watchPeerExits();
+        JoinWatchStore watch = joinWatch;
+        if (watch != null) {
+            // a shrink's join: a member that died before its links connected is noticed by the watch, not by them
+            messagePath.addPeerCheck(p -> watch.checkMember(p.rank()));
+        }
         exchange = new Exchange(messagePath, waits, kernels, rank, size);
         boolean direct = joined.direct();
         directBarrier = direct ? new DirectBarrier(directPath) : null;

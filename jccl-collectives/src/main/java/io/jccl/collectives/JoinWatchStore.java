@@ -43,6 +43,21 @@ final class JoinWatchStore implements Store {
         return inner;
     }
 
+    /**
+     * Fails with {@link CollectiveException.PeerFailure} when member {@code j} (new rank) is known gone while the
+     * join is armed: the new communicator's first barrier asks this with its health checks, since a member killed
+     * after it wrote its join records but before its links connected (tcp0 connects lazily) breaks no link, and the
+     * barrier would wait for it until the join's bound (JCCL_PEER_TIMEOUT and more; seed 66006 of the fault
+     * injection over tcp0 between namespaces: 30 s, and the others had agreed without this rank meanwhile).
+     */
+    void checkMember(int j) {
+        IntPredicate g = gone;
+        if (g != null && j != self && j >= 0 && j < members && g.test(j)) {
+            throw new CollectiveException.PeerFailure(j, "rank " + j + " of the shrunk communicator died after the "
+                + "agreement (its process is gone, or its liveness port refused), before the first barrier");
+        }
+    }
+
     private void checkMembers() {
         IntPredicate g = gone;
         if (g == null) {

@@ -6,7 +6,6 @@ import org.junit.jupiter.api.Test;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
-import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
@@ -22,69 +21,18 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  */
 class AbortNoticeTest {
     /** A store that stops answering once severed, as when the rank hosting it dies. */
-    static final class Severable implements Store {
-        final Store inner;
+    static final class Severable extends HookedStore {
         volatile boolean severed;
 
         Severable(Store inner) {
-            this.inner = inner;
+            super(inner);
         }
 
-        private void check() {
+        @Override
+        void before(String operation, String key) {
             if (severed) {
                 throw new IllegalStateException("store unreachable (severed by the test)");
             }
-        }
-
-        @Override
-        public void set(String key, byte[] value, long t) {
-            check();
-            inner.set(key, value, t);
-        }
-
-        @Override
-        public byte[] get(String key, long t) {
-            check();
-            return inner.get(key, t);
-        }
-
-        @Override
-        public long add(String key, long delta, long t) {
-            check();
-            return inner.add(key, delta, t);
-        }
-
-        @Override
-        public void waitFor(List<String> keys, long t) {
-            check();
-            inner.waitFor(keys, t);
-        }
-
-        @Override
-        public boolean compareAndSet(String key, byte[] expected, byte[] desired, long t) {
-            check();
-            return inner.compareAndSet(key, expected, desired, t);
-        }
-
-        @Override
-        public boolean delete(String key, long t) {
-            check();
-            return inner.delete(key, t);
-        }
-
-        @Override
-        public boolean check(String key, long t) {
-            check();
-            return inner.check(key, t);
-        }
-
-        @Override
-        public String describe() {
-            return "severable " + inner.describe();
-        }
-
-        @Override
-        public void close() {
         }
     }
 

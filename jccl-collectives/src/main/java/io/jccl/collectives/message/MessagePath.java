@@ -145,9 +145,16 @@ public final class MessagePath implements AutoCloseable {
         return sendDepth;
     }
 
-    /** Adds a health check run with every {@link #checkPeer} (the direct path's). */
-    public void addPeerCheck(PeerCheck check) {
-        this.extraCheck = check;
+    /**
+     * Adds a health check run with every {@link #checkPeer}, after those added before (the direct path's status
+     * word; a shrink's join watch).
+     */
+    public synchronized void addPeerCheck(PeerCheck check) {
+        PeerCheck before = extraCheck;
+        extraCheck = before == null ? check : p -> {
+            before.check(p);
+            check.check(p);
+        };
     }
 
     // ------------------------------------------------------------------------------------------------ setup
