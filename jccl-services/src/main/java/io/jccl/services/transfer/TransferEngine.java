@@ -79,6 +79,12 @@ public final class TransferEngine implements AutoCloseable {
      * ones go round robin, slice by slice, so that their bytes spread over several connections.
      */
     static final long SMALL_TRANSFER_BYTES = 16 << 10;
+    /**
+     * In a post list of small transfers at least every this many is signaled (and the list's last): the others
+     * complete unsignaled, covered by the next signaled completion of their queue pair (an RC queue pair completes
+     * its requests in order, ibv_post_send(3)), so a 256-row lookup costs 8 completions instead of 256.
+     */
+    static final int SIGNAL_EVERY = 32;
     /** Receives posted per inbound queue pair, for notifications. */
     static final int RECEIVE_DEPTH = 32;
     /** The transfer index that marks a notification's work request. */
@@ -696,6 +702,16 @@ public final class TransferEngine implements AutoCloseable {
         }
         int peer = t == NOTIFY ? b.notifyRank : b.remote[t].rank();
         OutLink link = out[peer];
+        link.completions++;
+        int before = link.postedBefore(qp, id);
+        if (before >= 0) {
+            // Requests posted before this one on its queue pair completed before it: unsignaled successes (an
+            // error or a flush of any of them would have completed it with its own status, and been taken).
+            for (int k = 0; k < before; k++) {
+                completeUnsignaled(link, qp, link.takeOldest(qp));
+            }
+            link.takeOldest(qp);
+        }
         link.outstanding[qp]--;
         WorkCompletionStatus status = wc.status();
         if (status != WorkCompletionStatus.WR_FLUSH_ERR) {
@@ -726,6 +742,21 @@ public final class TransferEngine implements AutoCloseable {
                 b.fail(t, why);
             }
         }
+        release(b, slot);
+    }
+
+    /** An unsignaled request of {@code link}'s queue pair {@code qp} completed successfully. */
+    private void completeUnsignaled(OutLink link, int qp, long id) {
+        link.coveredUnsignaled++;
+        link.outstanding[qp]--;
+        int slot = (int) (id >>> 48);
+        int t = (int) ((id >>> 22) & 0x3FFFFF);
+        TransferBatch b = batches[slot];
+        if (b == null) {
+            return;
+        }
+        b.inFlight--;
+        b.sliceDone(t, 1);
         release(b, slot);
     }
 
@@ -828,6 +859,13 @@ public final class TransferEngine implements AutoCloseable {
             }
             link.listCount[qp] = 0;
             SendWorkRequest[] list = link.lists[qp];
+            for (int k = 0; k < count; k++) {
+                // Small transfers: only every SIGNAL_EVERY-th and the list's last are signaled; the others complete
+                // with them (dispatch). Large slices each signal: their completions let the next slices go.
+                boolean signal = k == count - 1 || (k + 1) % SIGNAL_EVERY == 0
+                    || list[k].totalLength() > SMALL_TRANSFER_BYTES;
+                list[k].flags(signal ? SendFlag.SIGNALED : 0);
+            }
             int done = 0;
             String why = null;
             try {
@@ -838,6 +876,11 @@ public final class TransferEngine implements AutoCloseable {
                 }
             } catch (RuntimeException e) {
                 why = e.getMessage();
+            }
+            // A refusal after an unsignaled request leaves it without a completion to cover it: the batch's
+            // deadline fails it (a refusal mid-list needs a queue pair that left RTS, whose flushes complete it).
+            for (int k = 0; k < done; k++) {
+                link.posted(qp, list[k].wrId());
             }
             for (int k = done; k < count; k++) {
                 long id = list[k].wrId();
@@ -1007,6 +1050,7 @@ public final class TransferEngine implements AutoCloseable {
         b.notifyState = TransferBatch.NOTIFY_POSTED;
         posted++;
         link.outstanding[0]++;
+        link.posted(0, send.wrId());
         b.inFlight += retry ? 0 : 1;
         return true;
     }
@@ -1172,6 +1216,16 @@ public final class TransferEngine implements AutoCloseable {
         SendWorkRequest[][] lists = new SendWorkRequest[0][];
         int[] listCount = new int[0];
         boolean listed;
+        /**
+         * Per queue pair, the work-request ids posted and not yet completed, in posting order (a ring of
+         * {@link #SEND_DEPTH}): a signaled completion also completes the unsignaled requests posted before it.
+         */
+        long[][] order = new long[0][];
+        int[] orderHead = new int[0];
+        int[] orderCount = new int[0];
+        /** Send completions dispatched, and unsignaled requests completed by them (tests, diagnostics). */
+        long completions;
+        long coveredUnsignaled;
         /** Slices posted per queue pair index (over every generation): how evenly slices spread. */
         final long[] posted = new long[16];
         int next;
@@ -1192,6 +1246,9 @@ public final class TransferEngine implements AutoCloseable {
         void setLists(int n) {
             listCount = new int[n];
             listed = false;
+            order = new long[n][SEND_DEPTH];
+            orderHead = new int[n];
+            orderCount = new int[n];
             if (lists.length != n) {
                 lists = new SendWorkRequest[n][SEND_DEPTH];
                 for (SendWorkRequest[] list : lists) {
@@ -1200,6 +1257,35 @@ public final class TransferEngine implements AutoCloseable {
                     }
                 }
             }
+        }
+
+        /** Remembers a posted request of queue pair {@code qp} (at most SEND_DEPTH are outstanding per queue pair). */
+        void posted(int qp, long id) {
+            long[] ring = order[qp];
+            ring[(orderHead[qp] + orderCount[qp]++) & (SEND_DEPTH - 1)] = id;
+        }
+
+        /**
+         * How many requests of queue pair {@code qp} were posted before {@code id}, which just completed (they
+         * completed before it, unsignaled or flushed), or -1 when {@code id} is not outstanding there.
+         */
+        int postedBefore(int qp, long id) {
+            long[] ring = order[qp];
+            int head = orderHead[qp];
+            for (int k = 0; k < orderCount[qp]; k++) {
+                if (ring[(head + k) & (SEND_DEPTH - 1)] == id) {
+                    return k;
+                }
+            }
+            return -1;
+        }
+
+        /** Takes the oldest outstanding request id of queue pair {@code qp}. */
+        long takeOldest(int qp) {
+            long id = order[qp][orderHead[qp]];
+            orderHead[qp] = (orderHead[qp] + 1) & (SEND_DEPTH - 1);
+            orderCount[qp]--;
+            return id;
         }
 
         /** A queue pair with room, round robin; -1 when all are full. */
@@ -1687,6 +1773,17 @@ public final class TransferEngine implements AutoCloseable {
             OutLink link = out[peer];
             return link == null ? new long[settings.queuePairsPerPeer()]
                 : java.util.Arrays.copyOf(link.posted, settings.queuePairsPerPeer());
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** {send completions dispatched, unsignaled requests they completed} on the link to {@code peer} (tests). */
+    long[] completionsFrom(int peer) {
+        lock.lock();
+        try {
+            OutLink link = out[peer];
+            return link == null ? new long[2] : new long[] {link.completions, link.coveredUnsignaled};
         } finally {
             lock.unlock();
         }

@@ -36,7 +36,8 @@ package io.jccl.transport.tcp;
  *   <li><b>Never park the progress thread behind an application thread.</b> It only try-locks a QP. A lock that is
  *       taken means its holder is doing the QP's I/O, so the QP counts as application-driven and is re-kicked lazily
  *       (a driven QP's next poll pumps its output anyway); readiness is level-triggered, so the next select reports
- *       what is left. Timers that find the lock taken retry 0.2 ms later.</li>
+ *       what is left. Timers and kicks that find the lock taken retry 0.2 ms later (a kick retried at once kept
+ *       the thread from ever blocking while an application thread held the lock: a core).</li>
  *   <li><b>A parking poller hands over.</b> A blocking completion-queue poll that found nothing while spinning and
  *       yielding ({@code SoftCompletionQueue}: 250 µs by default) parks for up to a millisecond; before it does, the
  *       QPs it drove stop counting as application-driven and a thread in standby is kicked urgently, so that it
@@ -310,6 +311,14 @@ final class IoDriverPolicy {
         void kickUrgently() {
             kicked = true;
             policy.kickUrgently();
+        }
+
+        /**
+         * Marks this QP kicked without asking the thread to look: it looks with the next kicks, or when the retry
+         * its engine scheduled is due ({@link TcpEngine#retryKicksAt}; rule 5, a kick that found the lock taken).
+         */
+        void kickLater() {
+            kicked = true;
         }
 
         /** Asks the progress thread to look at this QP at its next loop or standby look. */

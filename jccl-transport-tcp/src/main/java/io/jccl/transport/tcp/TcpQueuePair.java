@@ -50,6 +50,8 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     static long writeBudget = 4L << 20;
     /** Largest message whose ACK a delivering poll holds back ({@link IoDriverPolicy#HOLD_MAX_BYTES}; tests). */
     static final int HOLD_MAX_BYTES = IoDriverPolicy.HOLD_MAX_BYTES;
+    /** How long after a kick that found the lock taken the progress thread looks again (as timers do). */
+    static final long KICK_RETRY_NS = 200_000L;
 
     final TcpContext tcp;
     final TcpEngine engine;
@@ -172,12 +174,14 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     public void onSelected(SelectionKey selected) {
         long now = System.nanoTime();
         if (connection.up() && io.leaveReadinessToApplication(now)) {
+            engine.dispatchFoundNothing();
             return; // an application thread is polling this QP and does its I/O; readiness is reported again
         }
         // Never park the progress thread behind an application thread (IoDriverPolicy, rule 5): the holder drives
         // the QP; without saying so the progress thread would loop on the still-ready key and take its core.
         if (!lock.tryLock()) {
             io.lockHeldElsewhere(now);
+            engine.dispatchFoundNothing();
             try {
                 if ((selected.readyOps() & SelectionKey.OP_READ) != 0 && sendHead != sendTail && connection.up()
                     && io.applicationPolls(now) && io.muteRead()) {
@@ -208,29 +212,35 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         }
     }
 
-    /** The progress thread looks at this kicked QP. */
-    void onKick() {
+    /** The progress thread looks at this kicked QP; false when it found nothing it could do (not work). */
+    boolean onKick() {
         if (io.ackHoldOpen()) {
             // The application polls this QP and will send the held ACK (on its answer or at its next poll).
             io.kickLazily();
-            return;
+            return true; // looked at again next round until the hold runs out (at most ACK_HOLD_NS)
         }
         if (!lock.tryLock()) {
-            // The holder may have missed the new request: look again on the next round, lazily (the holder drives
-            // this QP, and a driven QP's next poll pumps its output anyway).
-            io.lockHeldElsewhere(System.nanoTime());
-            io.kickLazily();
-            return;
+            // The holder may have missed the new request: look again in 0.2 ms, with the timers (the holder drives
+            // this QP, and a driven QP's next poll pumps its output anyway). A lazy kick here made the thread loop
+            // on it, never blocking, for as long as an application thread held the lock: a core.
+            long now = System.nanoTime();
+            io.lockHeldElsewhere(now);
+            io.kickLater();
+            engine.retryKicksAt(now + KICK_RETRY_NS);
+            return false;
         }
         try {
             int c = connection.state();
             if (c == TcpConnection.UP || c == TcpConnection.CLOSING) {
                 ioRound();
             }
+            return true;
         } catch (IOException e) {
             onLinkLost();
+            return true;
         } catch (RuntimeException e) {
             onInternalError(e);
+            return true;
         } finally {
             lock.unlock();
         }
