@@ -30,9 +30,10 @@ package io.jccl.transport.tcp;
  *       I/O round also ends the hold.</li>
  *   <li><b>Kicks.</b> A QP is kicked when the progress thread should look at it. <em>Urgent</em> kicks (a post that
  *       found the lock taken, a state change, a hand-over task) wake the thread at once, in standby too.
- *       <em>Lazy</em> kicks (an ACK hold; a kick that found the lock taken) wait for the next loop or standby look; with
- *       only lazy kicks pending a thread in standby looks again after {@link #ACK_HOLD_NS}, not at once (looping on
- *       them kept it busy for as long as ACKs were held).</li>
+ *       <em>Lazy</em> kicks (an ACK hold) wait for the next loop or standby look; with only lazy kicks pending a
+ *       thread in standby looks again after {@link #ACK_HOLD_NS}, not at once (looping on them kept it busy for as
+ *       long as ACKs were held). A kick that found the lock taken is retried with the timers, 0.2 ms later
+ *       (rule 5).</li>
  *   <li><b>Never park the progress thread behind an application thread.</b> It only try-locks a QP. A lock that is
  *       taken means its holder is doing the QP's I/O, so the QP counts as application-driven and is re-kicked lazily
  *       (a driven QP's next poll pumps its output anyway); readiness is level-triggered, so the next select reports
