@@ -83,6 +83,8 @@ final class RoceContext extends AbstractContext {
     private static final long RECEIVE_PARK_MS = 10;
     /** Times the receive thread found the socket empty (it has handled everything that arrived before). */
     private volatile long receiveDrains;
+    /** Test hook: the receive thread does nothing ({@link #pauseReceiveThreadForTest}). */
+    private volatile boolean receiveThreadPaused;
     /** Whether the receive thread is parked on an empty socket. */
     private volatile boolean receiveParked;
     /** How long after an application thread last drained the socket the receive thread stays in standby. */
@@ -638,6 +640,15 @@ final class RoceContext extends AbstractContext {
         }
     }
 
+    /**
+     * Pauses (true) or resumes the receive thread: while paused it neither receives nor sends held ACKs, and every
+     * application poll drains the socket, so a test counts the system calls and datagrams of the polling threads
+     * alone (the standby tick would otherwise send a held ACK at a moment the test does not choose).
+     */
+    void pauseReceiveThreadForTest(boolean paused) {
+        receiveThreadPaused = paused;
+    }
+
     /** When an application thread last drove, or tried to drive, the socket (0: handed back); tests. */
     long lastPollerDriveNs() {
         return lastPollerDriveNs;
@@ -765,8 +776,8 @@ final class RoceContext extends AbstractContext {
         }
         flushHeldAcks();
         long now = System.nanoTime();
-        if (now - lastDatagramNs > RECENT_ACTIVITY_NS) {
-            return 0;
+        if (now - lastDatagramNs > RECENT_ACTIVITY_NS && !receiveThreadPaused) {
+            return 0; // (a test that paused the receive thread has the pollers receive everything)
         }
         // Claimed before the lock is tried: a receive thread in its spin phase holds the lock nearly all the time
         // (a recvmmsg per turn), so a poller that had to win it first rarely did, the receive thread never saw a
@@ -815,6 +826,10 @@ final class RoceContext extends AbstractContext {
         long idleSinceNs = 0;
         while (!closing) {
             try {
+                if (receiveThreadPaused) {
+                    LockSupport.parkNanos(this, STANDBY_TICK_NS); // a test counts what the pollers alone do
+                    continue;
+                }
                 long driven = lastPollerDriveNs;
                 if (driven != 0 && System.nanoTime() - driven < DRIVEN_NS) {
                     // standby: no spinning, no wake-up per datagram; a hand-over unparks it
