@@ -111,6 +111,15 @@ final class RoceContext extends AbstractContext {
     private static final boolean ACK_HOLD = !"0".equals(io.jccl.common.Config.value("JCCL_ROCE_ACK_HOLD", "1"));
     /** Whether application polls drain the socket ({@code JCCL_ROCE_POLL_DRIVEN}, default 1; 0 = never). */
     private final boolean pollDriven;
+    /** Variable: most PSNs a QP sends beyond the last acknowledged one (default 128, rxe's; 2..8192). */
+    static final String WINDOW_ENV = "JCCL_ROCE_WINDOW_PSNS";
+    /**
+     * Upper bound of {@link #WINDOW_ENV}: far below the 2^23 that PSN comparison allows; a QP's window is also capped
+     * by what the receive socket buffer holds (RoceQueuePair, at RTS).
+     */
+    static final int MAX_WINDOW_PSNS = 8192;
+    /** Most PSNs in flight per QP ({@link #WINDOW_ENV}). */
+    private final int maxWindowPsns;
     /** Variable that turns application-driven receive off (0) or on (1, the default). */
     static final String POLL_DRIVEN_ENV = "JCCL_ROCE_POLL_DRIVEN";
     /** 1 while some thread drains the socket (the receive ring is single-consumer); CAS through {@link #RX_OWNER}. */
@@ -223,6 +232,13 @@ final class RoceContext extends AbstractContext {
                 + ": use 1 (application polls receive) or 0 (only the receive thread)");
         }
         pollDriven = driven == 1;
+        long window = io.jccl.common.Config.longValue(WINDOW_ENV, RoceQueuePair.WINDOW_PSNS);
+        if (window < 2 || window > MAX_WINDOW_PSNS) {
+            closeQuietly();
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, WINDOW_ENV + "=" + window
+                + " outside 2.." + MAX_WINDOW_PSNS);
+        }
+        maxWindowPsns = (int) window;
         long flowSport = io.jccl.common.Config.longValue(FLOW_SPORT_ENV, 1);
         if (flowSport != 0 && flowSport != 1) {
             closeQuietly();
@@ -391,6 +407,11 @@ final class RoceContext extends AbstractContext {
                 LockSupport.parkNanos(this, sleep);
             }
         }
+    }
+
+    /** Most PSNs a QP of this context sends beyond the last acknowledged one ({@link #WINDOW_ENV}). */
+    int maxWindowPsns() {
+        return maxWindowPsns;
     }
 
     /** The port MTU in bytes (a QP uses the smaller of this and its path MTU). */

@@ -61,7 +61,7 @@ import java.nio.ByteBuffer;
  * take it. Packets are built in one reusable direct buffer per QP: nothing is allocated per packet.
  */
 final class RoceQueuePair extends AbstractQueuePair {
-    /** Most PSNs in flight beyond the last acknowledged PSN (rxe's RXE_MAX_UNACKED_PSNS). */
+    /** Most PSNs in flight beyond the last acknowledged PSN by default (rxe's RXE_MAX_UNACKED_PSNS). */
     static final int WINDOW_PSNS = 128;
     /** AckReq at least this often within a long message (rxe's RXE_MAX_PKT_PER_ACK). */
     static final int ACK_EVERY_PSNS = 64;
@@ -125,7 +125,7 @@ final class RoceQueuePair extends AbstractQueuePair {
     private int sentEndPsn;
     /** One past the highest send ring position whose last packet was sent (its {@link #messageLastPsn} is set). */
     private long sentEnd;
-    /** PSNs in flight at most: {@link #WINDOW_PSNS}, less where the socket buffer is small. */
+    /** PSNs in flight at most: the context's {@code JCCL_ROCE_WINDOW_PSNS}, less where the socket buffer is small. */
     private int windowPsns = WINDOW_PSNS;
     /** AckReq cadence within a message: half the window. */
     private int ackEveryPsns = ACK_EVERY_PSNS;
@@ -315,7 +315,7 @@ final class RoceQueuePair extends AbstractQueuePair {
             rnrRetriesLeft = rnrRetry;
             // a loopback skb costs about the payload plus 1 KiB of the receive buffer; leave room for other QPs
             int fit = roce.receiveBufferBytes() / (4 * (mtuBytes() + 1024));
-            windowPsns = Math.clamp(fit, 2, WINDOW_PSNS);
+            windowPsns = Math.clamp(fit, 2, roce.maxWindowPsns());
             ackEveryPsns = Math.min(ACK_EVERY_PSNS, windowPsns / 2);
             pacer = roce.congestion().newPacer(System.nanoTime());
             roce.addTimed(this);
