@@ -110,7 +110,7 @@ final class NioUdpSocket extends UdpIo {
     }
 
     @Override
-    int receive(RxRing ring) throws IOException {
+    int receive(RxRing ring, int max) throws IOException { // one datagram per call, whatever max allows
         ByteBuffer slot = ring.buffer(0);
         slot.clear();
         InetSocketAddress from = (InetSocketAddress) channel.receive(slot);

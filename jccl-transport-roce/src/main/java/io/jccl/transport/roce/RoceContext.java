@@ -146,6 +146,10 @@ final class RoceContext extends AbstractContext {
     private final java.util.concurrent.atomic.AtomicLong sendDatagrams =
         new java.util.concurrent.atomic.AtomicLong();
     private long receiveCalls;
+    /** Datagram slots the receive calls that returned data asked for ({@code recvmmsg}'s vlen), summed. */
+    private long receiveSlotsAsked;
+    /** The last receive returned one datagram of at most two packets (receive lock holder only). */
+    private boolean lastReceiveSmall;
     private long receiveDatagrams;
     private long receiveWaits;
     private long pollerDrives;
@@ -628,6 +632,11 @@ final class RoceContext extends AbstractContext {
         return receiveCalls;
     }
 
+    /** Datagram slots the receive calls that returned data asked for, summed (tests: 1 per call in a ping-pong). */
+    long receiveSlotsAsked() {
+        return receiveSlotsAsked;
+    }
+
     /** Times the receive thread waited in poll/select on an empty socket. */
     long receiveWaits() {
         return receiveWaits;
@@ -695,13 +704,18 @@ final class RoceContext extends AbstractContext {
     private int drainSocket(int maxBatches) throws IOException {
         int total = 0;
         for (int b = 0; b < maxBatches; b++) {
-            int n = udp.receive(ring);
+            // a poller whose last receive was one small datagram (a ping-pong's answer and its ACK) asks for one:
+            // recvmmsg then returns without a second try that finds the socket empty (0.25 us of 1.3 on this host)
+            int want = pollerDraining && lastReceiveSmall ? 1 : ring.capacity;
+            int n = udp.receive(ring, want);
             if (n == 0) {
                 receiveDrains++; // only the receive lock's holder writes it
                 return total;
             }
             receiveCalls++;
+            receiveSlotsAsked += want;
             receiveDatagrams += n;
+            lastReceiveSmall = n == 1 && (ring.segmentSize(0) == 0 || ring.lengths[0] <= 2 * ring.segmentSize(0));
             lastDatagramNs = System.nanoTime();
             flushHeldAcks(); // more arrived: an ACK held from the last batch waits no longer (a stream's window)
             for (int i = 0; i < n; i++) {
@@ -721,7 +735,7 @@ final class RoceContext extends AbstractContext {
                 }
             }
             total += n;
-            if (n < ring.capacity) {
+            if (n < want || want == 1) {
                 // a short batch: the socket was most likely empty, and one more recvmmsg to make sure costs every
                 // ping-pong a system call on each side; the next poll looks again (no drain counted: not seen empty)
                 return total;

@@ -65,6 +65,8 @@ class RoceLatencyPathTest {
             long datagramsB = 0;
             long receivesA = 0;
             long receivesB = 0;
+            long slotsA = 0;
+            long slotsB = 0;
             for (int round = 0; round <= ROUNDS; round++) {
                 if (round == 1) { // the first round sets things up (no ACK held yet): count from the second on
                     sendsA = ca.sendSystemCalls();
@@ -73,6 +75,8 @@ class RoceLatencyPathTest {
                     datagramsB = cb.sendDatagrams();
                     receivesA = ca.receiveSystemCalls();
                     receivesB = cb.receiveSystemCalls();
+                    slotsA = ca.receiveSlotsAsked();
+                    slotsB = cb.receiveSlotsAsked();
                 }
                 byte value = (byte) (round % 127 + 1);
                 sourceA.segment().set(ValueLayout.JAVA_BYTE, 7, value);
@@ -93,13 +97,19 @@ class RoceLatencyPathTest {
             String counts = "per " + rounds + " round trips: sendmmsg A " + (ca.sendSystemCalls() - sendsA) + ", B "
                 + (cb.sendSystemCalls() - sendsB) + "; datagrams A " + (ca.sendDatagrams() - datagramsA) + ", B "
                 + (cb.sendDatagrams() - datagramsB) + "; recvmmsg with data A " + (ca.receiveSystemCalls() - receivesA)
-                + ", B " + (cb.receiveSystemCalls() - receivesB);
+                + ", B " + (cb.receiveSystemCalls() - receivesB) + "; slots asked A " + (ca.receiveSlotsAsked() - slotsA)
+                + ", B " + (cb.receiveSlotsAsked() - slotsB);
             System.out.println("RoceLatencyPathTest: " + counts);
             // one sendmmsg per side and round trip: the answer carries the ACK of what it answers
             assertEquals(rounds, ca.sendSystemCalls() - sendsA, counts);
             assertEquals(rounds, cb.sendSystemCalls() - sendsB, counts);
             assertEquals(rounds, ca.receiveSystemCalls() - receivesA, counts);
             assertEquals(rounds, cb.receiveSystemCalls() - receivesB, counts);
+            if (ca.gro() && cb.gro()) {
+                // each of those asked for one datagram: the answer and its ACK are one small GRO datagram
+                assertEquals(rounds, ca.receiveSlotsAsked() - slotsA, counts);
+                assertEquals(rounds, cb.receiveSlotsAsked() - slotsB, counts);
+            }
             if (ca.gso() && cb.gso() && ca.gro() && cb.gro()) {
                 // and one datagram: the WRITE and the ACK as one GSO send
                 assertEquals(rounds, ca.sendDatagrams() - datagramsA, counts);
