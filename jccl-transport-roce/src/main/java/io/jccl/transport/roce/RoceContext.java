@@ -85,6 +85,8 @@ final class RoceContext extends AbstractContext {
     private volatile long receiveDrains;
     /** Test hook: the receive thread does nothing ({@link #pauseReceiveThreadForTest}). */
     private volatile boolean receiveThreadPaused;
+    /** The receive thread is in its paused branch (set by it, read by tests). */
+    private volatile boolean receiveThreadIdle;
     /** Whether the receive thread is parked on an empty socket. */
     private volatile boolean receiveParked;
     /** How long after an application thread last drained the socket the receive thread stays in standby. */
@@ -679,6 +681,11 @@ final class RoceContext extends AbstractContext {
         receiveThreadPaused = paused;
     }
 
+    /** Whether the receive thread has seen {@link #pauseReceiveThreadForTest} and stopped (tests wait for it). */
+    boolean receiveThreadPausedNow() {
+        return receiveThreadPaused && receiveThreadIdle;
+    }
+
     /** When an application thread last drove, or tried to drive, the socket (0: handed back); tests. */
     long lastPollerDriveNs() {
         return lastPollerDriveNs;
@@ -862,9 +869,11 @@ final class RoceContext extends AbstractContext {
         while (!closing) {
             try {
                 if (receiveThreadPaused) {
+                    receiveThreadIdle = true; // outside the receive lock, nothing half handled
                     LockSupport.parkNanos(this, STANDBY_TICK_NS); // a test counts what the pollers alone do
                     continue;
                 }
+                receiveThreadIdle = false;
                 long driven = lastPollerDriveNs;
                 if (driven != 0 && System.nanoTime() - driven < DRIVEN_NS) {
                     // standby: no spinning, no wake-up per datagram; a hand-over unparks it

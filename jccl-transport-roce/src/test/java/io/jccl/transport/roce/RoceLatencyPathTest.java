@@ -57,6 +57,11 @@ class RoceLatencyPathTest {
                 .local(sourceB, 0, 8).remote(targetA.address(), targetA.rkey());
             ca.pauseReceiveThreadForTest(true);
             cb.pauseReceiveThreadForTest(true);
+            long pauseDeadline = System.nanoTime() + 10_000_000_000L; // a guard against hanging, not a timing check
+            while (!ca.receiveThreadPausedNow() || !cb.receiveThreadPausedNow()) { // none left inside a drain
+                assertTrue(System.nanoTime() < pauseDeadline, "receive threads did not pause in 10 s");
+                Thread.onSpinWait();
+            }
             WorkCompletion[] wc = WorkCompletion.array(4);
             int[] outstanding = new int[2];
             long sendsA = 0;
