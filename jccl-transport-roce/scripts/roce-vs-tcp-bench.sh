@@ -4,9 +4,20 @@
 # (/tmp/jccl-bench.lock; JCCL_BENCH_LOCK overrides, "none" runs without) with the load average taken inside it;
 # then the medians and the ratios against the targets of issue 20 (docs/transport-roce.md, "Loopback benchmark").
 # Extra roce0 settings pass through the environment (JCCL_ROCE_IO, JCCL_ROCE_MTU, JCCL_ROCE_POLL_DRIVEN, ...).
+# BW_ITERATIONS (default 2000) and LAT_ITERATIONS (default 3000) set -n; BW_WARMUP (default 500 messages) and
+# LAT_WARMUP (default 20000 round trips) set --warmup, the same for every device: with the tool's own warm-up (128
+# and 1000) and -n 300 the measured part ran before C2 had compiled the path (8 B t_typical 12 us against 5-6 us
+# warm; tcp0's 1 MiB WRITE 0.9-1.6 GB/s against 3-5 GB/s warm), and 300 MiB took 0.1-0.4 s: noise.
+# JCCL (default ./jccl) runs another build's tools, e.g. a copy of main's (./jccl, scripts/env.sh and
+# jccl-tools/target/{jccl-tools-0.2.0.jar,lib}) for a before/after in the same rounds.
 #   jccl-transport-roce/scripts/roce-vs-tcp-bench.sh [ROUNDS]
 cd "$(dirname "$0")/../.." || exit 1
 ROUNDS=${1:-5}
+BW_ITERATIONS=${BW_ITERATIONS:-2000}
+LAT_ITERATIONS=${LAT_ITERATIONS:-3000}
+BW_WARMUP=${BW_WARMUP:-500}
+LAT_WARMUP=${LAT_WARMUP:-20000}
+JCCL=${JCCL:-./jccl}
 LOCK=${JCCL_BENCH_LOCK:-/tmp/jccl-bench.lock}
 # Uses the tools as built (./jccl builds them on first use; JCCL_NO_BUILD=1 below skips the staleness check).
 export JCCL_NO_BUILD=1 JCCL_JAVA_OPTS=${JCCL_JAVA_OPTS:--Xmx512m} JCCL_ROCE_PORT=0
@@ -16,8 +27,8 @@ OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 
 # perftest result line: bw -> "BW average" column (MiB/s); lat -> "t_min t_typical" columns (us)
-bw() { timeout 120 ./jccl perf write_bw -d "$1" --local -s 1M -n 300 2>&1 | grep -A1 "#bytes" | tail -1 | awk '{print $4}'; }
-lat() { timeout 120 ./jccl perf write_lat -d "$1" --local -s 8 -n 3000 2>&1 | grep -A1 "#bytes" | tail -1 | awk '{print $3, $5}'; }
+bw() { timeout 120 "$JCCL" perf write_bw -d "$1" --local -s 1M -n "$BW_ITERATIONS" --warmup "$BW_WARMUP" 2>&1 | grep -A1 "#bytes" | tail -1 | awk '{print $4}'; }
+lat() { timeout 120 "$JCCL" perf write_lat -d "$1" --local -s 8 -n "$LAT_ITERATIONS" --warmup "$LAT_WARMUP" 2>&1 | grep -A1 "#bytes" | tail -1 | awk '{print $3, $5}'; }
 
 round() {
   local load rb tb rl tl cl
@@ -31,7 +42,7 @@ round() {
 echo "| Round | load (1 min) | roce0 1 MiB WRITE MiB/s | tcp0 1 MiB WRITE MiB/s | roce0/tcp0 | roce0 8 B t_min / t_typical us | tcp0 8 B t_min / t_typical us | C UDP 8 B t_min / t_typical us |"
 echo "|---|---|---|---|---|---|---|---|"
 for i in $(seq "$ROUNDS"); do
-  if [ "$LOCK" = none ]; then line=$(round "$i"); else line=$(flock "$LOCK" bash -c "$(declare -f bw lat round); PINGPONG=$PINGPONG round $i"); fi
+  if [ "$LOCK" = none ]; then line=$(round "$i"); else line=$(flock "$LOCK" bash -c "$(declare -f bw lat round); PINGPONG=$PINGPONG JCCL=$JCCL BW_ITERATIONS=$BW_ITERATIONS LAT_ITERATIONS=$LAT_ITERATIONS BW_WARMUP=$BW_WARMUP LAT_WARMUP=$LAT_WARMUP round $i"); fi
   echo "$line" >> "$OUT"
   echo "$line" | awk '{printf "| %s | %s | %s | %s | %.2fx | %s / %s | %s / %s | %s / %s |\n", $1, $2, $3, $4, ($4 > 0 ? $3 / $4 : 0), $5, $6, $7, $8, $9, $10}'
 done

@@ -359,13 +359,13 @@ final class FfmUdpSocket extends UdpIo {
     }
 
     @Override
-    int receive(RxRing ring) throws IOException {
+    int receive(RxRing ring, int max) throws IOException {
         if (closed) {
             throw new java.nio.channels.ClosedChannelException();
         }
         int n;
         try {
-            n = (int) Calls.RECVMMSG.invokeExact(ring.callState, fd, ring.headers, ring.capacity, MSG_DONTWAIT,
+            n = (int) Calls.RECVMMSG.invokeExact(ring.callState, fd, ring.headers, max, MSG_DONTWAIT,
                 MemorySegment.NULL);
         } catch (Throwable e) {
             throw new IOException("recvmmsg: " + e, e);

@@ -69,9 +69,27 @@ final class NioUdpSocket extends UdpIo {
     int send(TxBatch batch, InetSocketAddress to, int toIpv4, int toPort) throws IOException {
         batch.ungroup(0); // never grouped here (gso() is false); a datagram per packet, identification 0
         for (int i = 0; i < batch.count(); i++) {
-            sendOne(batch.buffer(i), batch.length(i), to);
+            try {
+                sendOne(batch.buffer(i), batch.length(i), to);
+            } catch (java.net.SocketException e) {
+                if (!refusedByTheHost(e)) {
+                    throw e;
+                }
+                // as on the FFM path: a netfilter rule dropped it in OUTPUT, a lost packet that go-back-N resends
+                batch.refused++;
+            }
         }
         return batch.count();
+    }
+
+    /**
+     * Whether a send failed with EPERM, which Linux answers when a netfilter rule drops the datagram on the way out.
+     * The JDK reports it as a plain {@link java.net.SocketException} with the C library's text for the errno (its
+     * subclasses name other errors: unreachable, refused, bind).
+     */
+    static boolean refusedByTheHost(java.net.SocketException e) {
+        return e.getClass() == java.net.SocketException.class && e.getMessage() != null
+            && e.getMessage().contains("Operation not permitted");
     }
 
     @Override
@@ -92,7 +110,7 @@ final class NioUdpSocket extends UdpIo {
     }
 
     @Override
-    int receive(RxRing ring) throws IOException {
+    int receive(RxRing ring, int max) throws IOException { // one datagram per call, whatever max allows
         ByteBuffer slot = ring.buffer(0);
         slot.clear();
         InetSocketAddress from = (InetSocketAddress) channel.receive(slot);

@@ -83,6 +83,10 @@ final class RoceContext extends AbstractContext {
     private static final long RECEIVE_PARK_MS = 10;
     /** Times the receive thread found the socket empty (it has handled everything that arrived before). */
     private volatile long receiveDrains;
+    /** Test hook: the receive thread does nothing ({@link #pauseReceiveThreadForTest}). */
+    private volatile boolean receiveThreadPaused;
+    /** The receive thread is in its paused branch (set by it, read by tests). */
+    private volatile boolean receiveThreadIdle;
     /** Whether the receive thread is parked on an empty socket. */
     private volatile boolean receiveParked;
     /** How long after an application thread last drained the socket the receive thread stays in standby. */
@@ -109,6 +113,15 @@ final class RoceContext extends AbstractContext {
     private static final boolean ACK_HOLD = !"0".equals(io.jccl.common.Config.value("JCCL_ROCE_ACK_HOLD", "1"));
     /** Whether application polls drain the socket ({@code JCCL_ROCE_POLL_DRIVEN}, default 1; 0 = never). */
     private final boolean pollDriven;
+    /** Variable: most PSNs a QP sends beyond the last acknowledged one (default 128, rxe's; 2..8192). */
+    static final String WINDOW_ENV = "JCCL_ROCE_WINDOW_PSNS";
+    /**
+     * Upper bound of {@link #WINDOW_ENV}: far below the 2^23 that PSN comparison allows; a QP's window is also capped
+     * by what the receive socket buffer holds (RoceQueuePair, at RTS).
+     */
+    static final int MAX_WINDOW_PSNS = 8192;
+    /** Most PSNs in flight per QP ({@link #WINDOW_ENV}). */
+    private final int maxWindowPsns;
     /** Variable that turns application-driven receive off (0) or on (1, the default). */
     static final String POLL_DRIVEN_ENV = "JCCL_ROCE_POLL_DRIVEN";
     /** 1 while some thread drains the socket (the receive ring is single-consumer); CAS through {@link #RX_OWNER}. */
@@ -135,6 +148,10 @@ final class RoceContext extends AbstractContext {
     private final java.util.concurrent.atomic.AtomicLong sendDatagrams =
         new java.util.concurrent.atomic.AtomicLong();
     private long receiveCalls;
+    /** Datagram slots the receive calls that returned data asked for ({@code recvmmsg}'s vlen), summed. */
+    private long receiveSlotsAsked;
+    /** The last receive returned one datagram of at most two packets (receive lock holder only). */
+    private boolean lastReceiveSmall;
     private long receiveDatagrams;
     private long receiveWaits;
     private long pollerDrives;
@@ -221,6 +238,13 @@ final class RoceContext extends AbstractContext {
                 + ": use 1 (application polls receive) or 0 (only the receive thread)");
         }
         pollDriven = driven == 1;
+        long window = io.jccl.common.Config.longValue(WINDOW_ENV, RoceQueuePair.WINDOW_PSNS);
+        if (window < 2 || window > MAX_WINDOW_PSNS) {
+            closeQuietly();
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, WINDOW_ENV + "=" + window
+                + " outside 2.." + MAX_WINDOW_PSNS);
+        }
+        maxWindowPsns = (int) window;
         long flowSport = io.jccl.common.Config.longValue(FLOW_SPORT_ENV, 1);
         if (flowSport != 0 && flowSport != 1) {
             closeQuietly();
@@ -389,6 +413,11 @@ final class RoceContext extends AbstractContext {
                 LockSupport.parkNanos(this, sleep);
             }
         }
+    }
+
+    /** Most PSNs a QP of this context sends beyond the last acknowledged one ({@link #WINDOW_ENV}). */
+    int maxWindowPsns() {
+        return maxWindowPsns;
     }
 
     /** The port MTU in bytes (a QP uses the smaller of this and its path MTU). */
@@ -605,6 +634,11 @@ final class RoceContext extends AbstractContext {
         return receiveCalls;
     }
 
+    /** Datagram slots the receive calls that returned data asked for, summed (tests: 1 per call in a ping-pong). */
+    long receiveSlotsAsked() {
+        return receiveSlotsAsked;
+    }
+
     /** Times the receive thread waited in poll/select on an empty socket. */
     long receiveWaits() {
         return receiveWaits;
@@ -638,6 +672,20 @@ final class RoceContext extends AbstractContext {
         }
     }
 
+    /**
+     * Pauses (true) or resumes the receive thread: while paused it neither receives nor sends held ACKs, and every
+     * application poll drains the socket, so a test counts the system calls and datagrams of the polling threads
+     * alone (the standby tick would otherwise send a held ACK at a moment the test does not choose).
+     */
+    void pauseReceiveThreadForTest(boolean paused) {
+        receiveThreadPaused = paused;
+    }
+
+    /** Whether the receive thread has seen {@link #pauseReceiveThreadForTest} and stopped (tests wait for it). */
+    boolean receiveThreadPausedNow() {
+        return receiveThreadPaused && receiveThreadIdle;
+    }
+
     /** When an application thread last drove, or tried to drive, the socket (0: handed back); tests. */
     long lastPollerDriveNs() {
         return lastPollerDriveNs;
@@ -663,13 +711,18 @@ final class RoceContext extends AbstractContext {
     private int drainSocket(int maxBatches) throws IOException {
         int total = 0;
         for (int b = 0; b < maxBatches; b++) {
-            int n = udp.receive(ring);
+            // a poller whose last receive was one small datagram (a ping-pong's answer and its ACK) asks for one:
+            // recvmmsg then returns without a second try that finds the socket empty (0.25 us of 1.3 on this host)
+            int want = pollerDraining && lastReceiveSmall ? 1 : ring.capacity;
+            int n = udp.receive(ring, want);
             if (n == 0) {
                 receiveDrains++; // only the receive lock's holder writes it
                 return total;
             }
             receiveCalls++;
+            receiveSlotsAsked += want;
             receiveDatagrams += n;
+            lastReceiveSmall = n == 1 && (ring.segmentSize(0) == 0 || ring.lengths[0] <= 2 * ring.segmentSize(0));
             lastDatagramNs = System.nanoTime();
             flushHeldAcks(); // more arrived: an ACK held from the last batch waits no longer (a stream's window)
             for (int i = 0; i < n; i++) {
@@ -689,7 +742,7 @@ final class RoceContext extends AbstractContext {
                 }
             }
             total += n;
-            if (n < ring.capacity) {
+            if (n < want || want == 1) {
                 // a short batch: the socket was most likely empty, and one more recvmmsg to make sure costs every
                 // ping-pong a system call on each side; the next poll looks again (no drain counted: not seen empty)
                 return total;
@@ -765,8 +818,8 @@ final class RoceContext extends AbstractContext {
         }
         flushHeldAcks();
         long now = System.nanoTime();
-        if (now - lastDatagramNs > RECENT_ACTIVITY_NS) {
-            return 0;
+        if (now - lastDatagramNs > RECENT_ACTIVITY_NS && !receiveThreadPaused) {
+            return 0; // (a test that paused the receive thread has the pollers receive everything)
         }
         // Claimed before the lock is tried: a receive thread in its spin phase holds the lock nearly all the time
         // (a recvmmsg per turn), so a poller that had to win it first rarely did, the receive thread never saw a
@@ -815,6 +868,12 @@ final class RoceContext extends AbstractContext {
         long idleSinceNs = 0;
         while (!closing) {
             try {
+                if (receiveThreadPaused) {
+                    receiveThreadIdle = true; // outside the receive lock, nothing half handled
+                    LockSupport.parkNanos(this, STANDBY_TICK_NS); // a test counts what the pollers alone do
+                    continue;
+                }
+                receiveThreadIdle = false;
                 long driven = lastPollerDriveNs;
                 if (driven != 0 && System.nanoTime() - driven < DRIVEN_NS) {
                     // standby: no spinning, no wake-up per datagram; a hand-over unparks it

@@ -61,7 +61,7 @@ import java.nio.ByteBuffer;
  * take it. Packets are built in one reusable direct buffer per QP: nothing is allocated per packet.
  */
 final class RoceQueuePair extends AbstractQueuePair {
-    /** Most PSNs in flight beyond the last acknowledged PSN (rxe's RXE_MAX_UNACKED_PSNS). */
+    /** Most PSNs in flight beyond the last acknowledged PSN by default (rxe's RXE_MAX_UNACKED_PSNS). */
     static final int WINDOW_PSNS = 128;
     /** AckReq at least this often within a long message (rxe's RXE_MAX_PKT_PER_ACK). */
     static final int ACK_EVERY_PSNS = 64;
@@ -77,6 +77,8 @@ final class RoceQueuePair extends AbstractQueuePair {
     private final TxBatch txBatch;
     /** The batch holds one ACK a polling thread queued and left for the next flush ({@link #onPacket}). */
     private volatile boolean ackHeld;
+    /** Inside {@link #onPacket} (under the lock): its end sends what it queued, or holds a lone ACK. */
+    private boolean receiving;
     /** The batch slot the next packet is built in (moves on as each packet is queued). */
     private ByteBuffer tx;
     private MemorySegment txSegment;
@@ -123,7 +125,7 @@ final class RoceQueuePair extends AbstractQueuePair {
     private int sentEndPsn;
     /** One past the highest send ring position whose last packet was sent (its {@link #messageLastPsn} is set). */
     private long sentEnd;
-    /** PSNs in flight at most: {@link #WINDOW_PSNS}, less where the socket buffer is small. */
+    /** PSNs in flight at most: the context's {@code JCCL_ROCE_WINDOW_PSNS}, less where the socket buffer is small. */
     private int windowPsns = WINDOW_PSNS;
     /** AckReq cadence within a message: half the window. */
     private int ackEveryPsns = ACK_EVERY_PSNS;
@@ -313,7 +315,7 @@ final class RoceQueuePair extends AbstractQueuePair {
             rnrRetriesLeft = rnrRetry;
             // a loopback skb costs about the payload plus 1 KiB of the receive buffer; leave room for other QPs
             int fit = roce.receiveBufferBytes() / (4 * (mtuBytes() + 1024));
-            windowPsns = Math.clamp(fit, 2, WINDOW_PSNS);
+            windowPsns = Math.clamp(fit, 2, roce.maxWindowPsns());
             ackEveryPsns = Math.min(ACK_EVERY_PSNS, windowPsns / 2);
             pacer = roce.congestion().newPacer(System.nanoTime());
             roce.addTimed(this);
@@ -388,12 +390,19 @@ final class RoceQueuePair extends AbstractQueuePair {
         return opcode == SendOpcode.RDMA_READ || opcode.isAtomic();
     }
 
-    /** Sends what the window, max_rd_atomic, fences and an RNR wait allow (must hold the lock). */
+    /**
+     * Sends what the window, max_rd_atomic, fences and an RNR wait allow (must hold the lock). Inside
+     * {@link #onPacket} the batch is left for its end, which flushes it or holds a lone ACK: a flush here sent the ACK
+     * of a peer's WRITE alone when the peer's own ACK came in the same GRO datagram (a ping-pong's answer), an extra
+     * {@code sendmmsg} (about 4 µs on loopback) on every round trip's critical path.
+     */
     private void transmit() {
         try {
             transmitQueued();
         } finally {
-            flushTx();
+            if (!receiving) {
+                flushTx();
+            }
         }
     }
 
@@ -892,6 +901,7 @@ final class RoceQueuePair extends AbstractQueuePair {
     void onPacket(ByteBuffer packet, MemorySegment packetSegment, int length, int sourceIpv4, int sourcePort,
                   int tos) {
         lockWithoutQueueing();
+        receiving = true;
         try {
             if (isClosed() || (state != QueuePairState.READY_TO_RECEIVE && state != QueuePairState.READY_TO_SEND
                 && state != QueuePairState.SEND_QUEUE_DRAINED) || !fromPeer(sourceIpv4, sourcePort)) {
@@ -913,6 +923,7 @@ final class RoceQueuePair extends AbstractQueuePair {
                 context.counterSet().increment(Counter.PORT_RCV_ERRORS);
             }
         } finally {
+            receiving = false;
             if (roce.holdsAck(txBatch)) {
                 ackHeld = true; // the application's answer, or its next poll, takes it along (RoceContext)
                 roce.ackWasHeld();

@@ -101,7 +101,15 @@ abstract class UdpIo implements AutoCloseable {
      * @return the datagrams received, 0 when none was waiting
      * @throws IOException when the socket fails or was closed
      */
-    abstract int receive(RxRing ring) throws IOException;
+    final int receive(RxRing ring) throws IOException {
+        return receive(ring, ring.capacity);
+    }
+
+    /**
+     * As {@link #receive(RxRing)}, at most {@code max} datagrams (1..capacity): {@code recvmmsg} tries the next slot
+     * after each datagram, a second try that finds the socket empty when one small datagram was all there was.
+     */
+    abstract int receive(RxRing ring, int max) throws IOException;
 
     /** Waits until a datagram is waiting or {@code timeoutMs} passed (the receive thread's park). */
     abstract void await(int timeoutMs) throws IOException;

@@ -94,6 +94,22 @@ class RoceLossNetnsSystemTest {
     @Test
     @Timeout(60)
     void shouldTreatADatagramTheHostRefusesAsLost() throws Exception {
+        refusedDatagramsAreLost();
+    }
+
+    @Test
+    @Timeout(60)
+    void shouldTreatADatagramTheHostRefusesAsLostOnTheNioFallback() throws Exception {
+        // the DatagramChannel throws for EPERM where sendmmsg returns it: that used to move the QP to ERR
+        System.setProperty("jccl.roce.io", "nio");
+        try {
+            refusedDatagramsAreLost();
+        } finally {
+            System.clearProperty("jccl.roce.io");
+        }
+    }
+
+    private void refusedDatagramsAreLost() throws Exception {
         Side a = open(1);
         Side b = open(2);
         try {

@@ -1,0 +1,109 @@
+package io.jccl.transport.roce;
+
+import io.jccl.verbs.AccessFlag;
+import io.jccl.verbs.CompletionQueue;
+import io.jccl.verbs.Counter;
+import io.jccl.verbs.MemoryRegion;
+import io.jccl.verbs.ProtectionDomain;
+import io.jccl.verbs.QueuePair;
+import io.jccl.verbs.QueuePairAttributes;
+import io.jccl.verbs.QueuePairInitAttributes;
+import io.jccl.verbs.SendFlag;
+import io.jccl.verbs.SendOpcode;
+import io.jccl.verbs.SendWorkRequest;
+import io.jccl.verbs.VerbsException;
+import io.jccl.verbs.WorkCompletion;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import java.lang.foreign.ValueLayout;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * {@code JCCL_ROCE_WINDOW_PSNS}: how many PSNs a QP sends beyond the last acknowledged one, counted with the
+ * responder's receive path held (so no ACK can come back): exactly the window leaves, then the requester waits.
+ */
+class RoceWindowTest {
+    @AfterEach
+    void clearProperties() {
+        System.clearProperty("jccl.roce.window.psns");
+    }
+
+    @Test
+    void shouldSendTheDefaultWindowOf128PsnsBeforeAnAck() {
+        packetsBeforeAnAck(128);
+    }
+
+    @Test
+    void shouldSendALargerWindowWhenSetAndTheSocketBufferHoldsIt() {
+        System.setProperty("jccl.roce.window.psns", "160");
+        packetsBeforeAnAck(160);
+    }
+
+    @Test
+    void shouldRefuseAWindowOutsideItsRange() {
+        System.setProperty("jccl.roce.window.psns", "1");
+        VerbsException e = assertThrows(VerbsException.class,
+            () -> RoceProvider.device().open(new RoceSettings("127.0.0.1", 0, 4096)).close());
+        assertTrue(e.getMessage().contains("JCCL_ROCE_WINDOW_PSNS=1"), e.getMessage());
+    }
+
+    /**
+     * A 1 MiB WRITE at MTU 4096 (256 packets) with B's receive held: A sends exactly {@code window} packets, or what
+     * the receive buffer holds where that is less (a host with a small net.core.rmem_max; a window above 128 is then
+     * not testable and skipped), before it must wait.
+     */
+    private static void packetsBeforeAnAck(int window) {
+        RoceSettings settings = new RoceSettings("127.0.0.1", 0, 4096);
+        try (RoceContext ca = (RoceContext) RoceProvider.device().open(settings);
+             RoceContext cb = (RoceContext) RoceProvider.device().open(settings)) {
+            // the window is capped by what the receive buffer holds (4 QPs' worth of window at this MTU)
+            int fit = ca.receiveBufferBytes() / (4 * (4096 + 1024));
+            org.junit.jupiter.api.Assumptions.assumeTrue(window <= RoceQueuePair.WINDOW_PSNS || fit >= window,
+                "receive buffer of " + ca.receiveBufferBytes() + " B holds a window of " + fit
+                    + " only (net.core.rmem_max)");
+            int expected = Math.clamp(fit, 2, window);
+            ProtectionDomain pa = ca.allocateProtectionDomain();
+            ProtectionDomain pb = cb.allocateProtectionDomain();
+            CompletionQueue qa = ca.createCompletionQueue(16);
+            CompletionQueue qb = cb.createCompletionQueue(16);
+            QueuePair a = pa.createQueuePair(QueuePairInitAttributes.of(qa));
+            QueuePair b = pb.createQueuePair(QueuePairInitAttributes.of(qb));
+            a.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
+            b.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
+            a.modify(QueuePairAttributes.toReadyToReceive(b.localEndpoint()));
+            b.modify(QueuePairAttributes.toReadyToReceive(a.localEndpoint()));
+            // no ACK timer: a host that stalls this thread past it would add a go-back-N's packets to the count
+            a.modify(QueuePairAttributes.toReadyToSend(a.initialPsn()).timeout(0));
+            b.modify(QueuePairAttributes.toReadyToSend(b.initialPsn()).timeout(0));
+            MemoryRegion source = pa.allocateMemory(1 << 20, AccessFlag.LOCAL_WRITE);
+            MemoryRegion target = pb.allocateMemory(1 << 20, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE);
+            for (int i = 0; i < 1 << 20; i += 8) {
+                source.segment().set(ValueLayout.JAVA_LONG, i, i * 0x9E3779B97F4A7C15L);
+            }
+            long sentBefore = ca.counters().getOrDefault(Counter.SENT_PKTS, 0L);
+            cb.holdReceiveForTest(); // B receives nothing, so A gets no ACK
+            long sent;
+            try {
+                a.postSend(new SendWorkRequest().opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+                    .local(source, 0, 1 << 20).remote(target.address(), target.rkey()));
+                sent = ca.counters().getOrDefault(Counter.SENT_PKTS, 0L) - sentBefore; // postSend sent them
+                assertEquals(expected, sent, "packets before an ACK");
+                assertEquals(expected, ((RoceQueuePair) a).windowPsns(), "the QP's window");
+            } finally {
+                cb.releaseReceiveForTest();
+            }
+            WorkCompletion[] wc = WorkCompletion.array(1);
+            long deadline = System.nanoTime() + 20_000_000_000L; // a guard against hanging, not a timing assertion
+            while (qa.poll(wc, 1) == 0) {
+                qb.poll(wc, 0); // drives B's socket too (one thread, both ends)
+                assertTrue(System.nanoTime() < deadline, "no completion in 20 s");
+            }
+            assertTrue(wc[0].isSuccess(), wc[0]::toString);
+            assertEquals(-1L, target.segment().mismatch(source.segment()));
+        }
+    }
+}
