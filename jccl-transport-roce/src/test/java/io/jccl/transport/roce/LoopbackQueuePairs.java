@@ -16,6 +16,16 @@ record LoopbackQueuePairs(ProtectionDomain pa, ProtectionDomain pb, CompletionQu
                           QueuePair a, QueuePair b) {
     /** Connects a queue pair of {@code ca} with one of {@code cb}, both granting {@code access} to the peer. */
     static LoopbackQueuePairs connect(Context ca, Context cb, int completionQueueDepth, AccessFlag... access) {
+        return connect(ca, cb, completionQueueDepth, -1, access);
+    }
+
+    /**
+     * As {@link #connect(Context, Context, int, AccessFlag...)} with local ACK timeout code {@code timeoutCode} on
+     * both (0: no ACK timer, so that a host that stalls the test past it adds no go-back-N to what a test counts;
+     * -1: the default).
+     */
+    static LoopbackQueuePairs connect(Context ca, Context cb, int completionQueueDepth, int timeoutCode,
+                                      AccessFlag... access) {
         ProtectionDomain pa = ca.allocateProtectionDomain();
         ProtectionDomain pb = cb.allocateProtectionDomain();
         CompletionQueue qa = ca.createCompletionQueue(completionQueueDepth);
@@ -26,8 +36,14 @@ record LoopbackQueuePairs(ProtectionDomain pa, ProtectionDomain pb, CompletionQu
         b.modify(QueuePairAttributes.toInit(access));
         a.modify(QueuePairAttributes.toReadyToReceive(b.localEndpoint()));
         b.modify(QueuePairAttributes.toReadyToReceive(a.localEndpoint()));
-        a.modify(QueuePairAttributes.toReadyToSend(a.initialPsn()));
-        b.modify(QueuePairAttributes.toReadyToSend(b.initialPsn()));
+        QueuePairAttributes rtsA = QueuePairAttributes.toReadyToSend(a.initialPsn());
+        QueuePairAttributes rtsB = QueuePairAttributes.toReadyToSend(b.initialPsn());
+        if (timeoutCode >= 0) {
+            rtsA.timeout(timeoutCode);
+            rtsB.timeout(timeoutCode);
+        }
+        a.modify(rtsA);
+        b.modify(rtsB);
         return new LoopbackQueuePairs(pa, pb, qa, qb, a, b);
     }
 }

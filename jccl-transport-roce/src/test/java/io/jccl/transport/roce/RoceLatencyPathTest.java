@@ -5,8 +5,6 @@ import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.MemoryRegion;
 import io.jccl.verbs.ProtectionDomain;
 import io.jccl.verbs.QueuePair;
-import io.jccl.verbs.QueuePairAttributes;
-import io.jccl.verbs.QueuePairInitAttributes;
 import io.jccl.verbs.SendFlag;
 import io.jccl.verbs.SendOpcode;
 import io.jccl.verbs.SendWorkRequest;
@@ -34,19 +32,14 @@ class RoceLatencyPathTest {
         RoceSettings settings = new RoceSettings("127.0.0.1", 0, 4096);
         try (RoceContext ca = (RoceContext) RoceProvider.device().open(settings);
              RoceContext cb = (RoceContext) RoceProvider.device().open(settings)) {
-            ProtectionDomain pa = ca.allocateProtectionDomain();
-            ProtectionDomain pb = cb.allocateProtectionDomain();
-            CompletionQueue qa = ca.createCompletionQueue(64);
-            CompletionQueue qb = cb.createCompletionQueue(64);
-            QueuePair a = pa.createQueuePair(QueuePairInitAttributes.of(qa));
-            QueuePair b = pb.createQueuePair(QueuePairInitAttributes.of(qb));
-            a.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
-            b.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
-            a.modify(QueuePairAttributes.toReadyToReceive(b.localEndpoint()));
-            b.modify(QueuePairAttributes.toReadyToReceive(a.localEndpoint()));
             // no ACK timer: a host that stalls this thread past it would add a go-back-N's sends to the counts
-            a.modify(QueuePairAttributes.toReadyToSend(a.initialPsn()).timeout(0));
-            b.modify(QueuePairAttributes.toReadyToSend(b.initialPsn()).timeout(0));
+            LoopbackQueuePairs link = LoopbackQueuePairs.connect(ca, cb, 64, 0, AccessFlag.REMOTE_WRITE);
+            ProtectionDomain pa = link.pa();
+            ProtectionDomain pb = link.pb();
+            CompletionQueue qa = link.qa();
+            CompletionQueue qb = link.qb();
+            QueuePair a = link.a();
+            QueuePair b = link.b();
             MemoryRegion sourceA = pa.allocateMemory(4096, AccessFlag.LOCAL_WRITE);
             MemoryRegion targetA = pa.allocateMemory(4096, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE);
             MemoryRegion sourceB = pb.allocateMemory(4096, AccessFlag.LOCAL_WRITE);

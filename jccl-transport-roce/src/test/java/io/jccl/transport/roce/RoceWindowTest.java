@@ -6,8 +6,6 @@ import io.jccl.verbs.Counter;
 import io.jccl.verbs.MemoryRegion;
 import io.jccl.verbs.ProtectionDomain;
 import io.jccl.verbs.QueuePair;
-import io.jccl.verbs.QueuePairAttributes;
-import io.jccl.verbs.QueuePairInitAttributes;
 import io.jccl.verbs.SendFlag;
 import io.jccl.verbs.SendOpcode;
 import io.jccl.verbs.SendWorkRequest;
@@ -66,19 +64,14 @@ class RoceWindowTest {
                 "receive buffer of " + ca.receiveBufferBytes() + " B holds a window of " + fit
                     + " only (net.core.rmem_max)");
             int expected = Math.clamp(fit, 2, window);
-            ProtectionDomain pa = ca.allocateProtectionDomain();
-            ProtectionDomain pb = cb.allocateProtectionDomain();
-            CompletionQueue qa = ca.createCompletionQueue(16);
-            CompletionQueue qb = cb.createCompletionQueue(16);
-            QueuePair a = pa.createQueuePair(QueuePairInitAttributes.of(qa));
-            QueuePair b = pb.createQueuePair(QueuePairInitAttributes.of(qb));
-            a.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
-            b.modify(QueuePairAttributes.toInit(AccessFlag.REMOTE_WRITE));
-            a.modify(QueuePairAttributes.toReadyToReceive(b.localEndpoint()));
-            b.modify(QueuePairAttributes.toReadyToReceive(a.localEndpoint()));
             // no ACK timer: a host that stalls this thread past it would add a go-back-N's packets to the count
-            a.modify(QueuePairAttributes.toReadyToSend(a.initialPsn()).timeout(0));
-            b.modify(QueuePairAttributes.toReadyToSend(b.initialPsn()).timeout(0));
+            LoopbackQueuePairs link = LoopbackQueuePairs.connect(ca, cb, 16, 0, AccessFlag.REMOTE_WRITE);
+            ProtectionDomain pa = link.pa();
+            ProtectionDomain pb = link.pb();
+            CompletionQueue qa = link.qa();
+            CompletionQueue qb = link.qb();
+            QueuePair a = link.a();
+            QueuePair b = link.b();
             MemoryRegion source = pa.allocateMemory(1 << 20, AccessFlag.LOCAL_WRITE);
             MemoryRegion target = pb.allocateMemory(1 << 20, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE);
             for (int i = 0; i < 1 << 20; i += 8) {
