@@ -108,17 +108,17 @@ public abstract class ProviderConformanceSuite {
     /** The device to test, e.g. "shm0" or "tcp0". */
     protected abstract String deviceName();
 
-    /** Extra JVM arguments for peer processes (default none). */
+    /** Extra JVM arguments for peer processes (default: those {@link AcrossHosts} passed this JVM, else none). */
     protected List<String> peerJvmArguments() {
-        return List.of();
+        return AcrossHosts.peerJvmArguments();
     }
 
     /**
-     * A command that peer JVMs are started through (default none), for example {@code ip netns exec h2} to put
-     * the peer on another "host" of the network-namespace test bed.
+     * A command that peer JVMs are started through, for example {@code ip netns exec h2} to put the peer on another
+     * "host" of the network-namespace test bed (default: the one {@link AcrossHosts} passed this JVM, else none).
      */
     protected List<String> peerCommandPrefix() {
-        return List.of();
+        return AcrossHosts.peerCommandPrefix();
     }
 
     /** Where the other end of a connection lives. */

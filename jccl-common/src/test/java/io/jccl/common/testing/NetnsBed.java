@@ -60,16 +60,11 @@ public final class NetnsBed implements AutoCloseable {
 
     /** Runs {@code command} to its end (60 s at most, else -1); prints its output when it fails. */
     public static int run(List<String> command) throws IOException, InterruptedException {
-        Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
-        String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        if (!p.waitFor(60, TimeUnit.SECONDS)) {
-            p.destroyForcibly();
-            return -1;
+        Result r = runFor(command, 60);
+        if (r.exitCode() != 0) {
+            System.err.println(String.join(" ", command) + ": " + r.output());
         }
-        if (p.exitValue() != 0) {
-            System.err.println(String.join(" ", command) + ": " + output);
-        }
-        return p.exitValue();
+        return r.exitCode();
     }
 
     /** What {@link #runFor} saw: the exit status (-1 when it ran out of time) and the output, stdout and stderr. */
