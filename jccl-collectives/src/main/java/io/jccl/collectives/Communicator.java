@@ -186,7 +186,7 @@ public final class Communicator implements AutoCloseable {
         this.filter = AlgorithmFilter.parse(options.algorithms());
         this.order = new OperationOrder("'" + options.name() + "' rank " + rank, "jccl-comm-" + options.name() + "-r"
             + rank);
-        this.failures = new Failures(rank, options.name(), store, recorder);
+        this.failures = new Failures(rank, size, options.name(), store, recorder);
         this.waits = new WaitPolicy(new WaitOwner());
     }
 

@@ -17,6 +17,7 @@ import java.util.concurrent.TimeUnit;
  */
 final class Failures {
     private final int rank;
+    private final int size;
     private final String name;
     private final Store store;
     private final FlightRecorder recorder;
@@ -28,6 +29,8 @@ final class Failures {
     /** What a revoking rank publishes as its error (see {@link #revokeFrom}), read back by peers. */
     private static final java.util.regex.Pattern REVOKED_REPORT =
         java.util.regex.Pattern.compile("revoked by rank (\\d+): (.*)", java.util.regex.Pattern.DOTALL);
+    /** Starts a published report ({@code error/RANK}): the origin rank and a newline follow, then the reason. */
+    static final String ORIGIN_HEADER = "origin ";
     /** Ranks the failure detector has named dead (every peer failure recorded, not only the first). */
     private final java.util.BitSet failedRanks = new java.util.BitSet();
     /** Set once the communicator is revoked (here or by a peer's notice); checked off the hot path only. */
@@ -44,8 +47,9 @@ final class Failures {
      */
     private volatile boolean storeDown;
 
-    Failures(int rank, String name, Store store, FlightRecorder recorder) {
+    Failures(int rank, int size, String name, Store store, FlightRecorder recorder) {
         this.rank = rank;
+        this.size = size;
         this.name = name;
         this.store = store;
         this.recorder = recorder;
@@ -143,7 +147,7 @@ final class Failures {
             }
         }
         halted = true;
-        publish("revoked by rank " + r.revoker() + ": " + r.reason());
+        publish(rank, "revoked by rank " + r.revoker() + ": " + r.reason());
         // ULFM's flood: every rank that learns of a revocation tells all its peers (fail-fast for those whose link
         // to the revoker is slow or gone), naming the revoker, so the notice reaches every live rank
         breakLinks(r.revoker(), r.reason(), true);
@@ -212,7 +216,9 @@ final class Failures {
             return ce;
         }
         if (ce instanceof CollectiveException.PeerFailure pf && failure == null) {
-            String remote = remoteError(pf.rank());
+            String published = remoteError(pf.rank());
+            int origin = reportOrigin(published, pf.rank());
+            String remote = reportText(published);
             java.util.regex.Matcher rm = remote == null ? null : REVOKED_REPORT.matcher(remote);
             if (rm != null && rm.matches() && !aborted) {
                 // the peer broke its links because it revoked, and its notice is not read yet (the failed send
@@ -223,7 +229,14 @@ final class Failures {
                 revokeFrom(r);
                 return r;
             }
-            if (remote != null) {
+            if (remote != null && origin != pf.rank() && origin != rank && origin >= 0 && origin < size) {
+                // the peer is alive: it gave up because of another rank and broke its links, and its abort notice
+                // (which says so on the links) lost the race with the failed request that brought this rank here.
+                // Name the origin, as MessagePath.peerFailed does with the notice: survivors blame the dead rank,
+                // not each other, and shrink keeps the messenger.
+                ce = new CollectiveException.PeerFailure(origin, "rank " + origin + " failed first (rank "
+                    + pf.rank() + " gave up because of it: " + remote + "); " + pf.getMessage());
+            } else if (remote != null) {
                 ce = new CollectiveException.PeerFailure(pf.rank(), pf.getMessage() + "; rank " + pf.rank()
                     + " reported: " + remote);
             }
@@ -243,7 +256,7 @@ final class Failures {
         if (first) {
             // Publish the reason before breaking the links, so peers that notice the broken links can report it; the
             // links themselves carry it too (the store may have died with rank 0).
-            publish(ce.getMessage());
+            publish(ce instanceof CollectiveException.PeerFailure pf ? pf.rank() : rank, ce.getMessage());
             breakLinks(ce instanceof CollectiveException.PeerFailure pf ? pf.rank() : rank, ce.getMessage());
         }
         return ce;
@@ -270,7 +283,7 @@ final class Failures {
         halted = true;
         if (first) {
             // An abort after a failure keeps the failure as the reason peers see.
-            publish("aborted: " + reason);
+            publish(rank, "aborted: " + reason);
         }
         CollectiveException.Revoked r = revoked;
         if (r != null) {
@@ -305,12 +318,17 @@ final class Failures {
         return r;
     }
 
-    private void publish(String message) {
+    /**
+     * Publishes why this rank gives up ({@code error/RANK}): {@link #ORIGIN_HEADER}, the rank the failure started
+     * with ({@code originRank}: a dead peer, or this rank), a newline, then {@code message}.
+     */
+    private void publish(int originRank, String message) {
         if (storeDown) {
             return; // the links carry the reason too (abort notices, status words)
         }
         try {
-            store.setString("error/" + rank, message, TimeUnit.MILLISECONDS.toNanos(500));
+            store.setString("error/" + rank, ORIGIN_HEADER + originRank + "\n" + message,
+                TimeUnit.MILLISECONDS.toNanos(500));
         } catch (RuntimeException e) {
             storeDown = true; // the store may be gone with rank 0
         }
@@ -353,6 +371,28 @@ final class Failures {
             storeDown = true; // the store may be gone with rank 0
             return null;
         }
+    }
+
+    /** The rank a published report says the failure started with; {@code publisher} when it names none. */
+    static int reportOrigin(String published, int publisher) {
+        if (published == null || !published.startsWith(ORIGIN_HEADER)) {
+            return publisher;
+        }
+        int end = published.indexOf('\n');
+        try {
+            return end < 0 ? publisher : Integer.parseInt(published, ORIGIN_HEADER.length(), end, 10);
+        } catch (NumberFormatException e) {
+            return publisher;
+        }
+    }
+
+    /** The reason of a published report, without its origin header; null for null. */
+    static String reportText(String published) {
+        if (published == null || !published.startsWith(ORIGIN_HEADER)) {
+            return published;
+        }
+        int end = published.indexOf('\n');
+        return end < 0 ? published : published.substring(end + 1);
     }
 
     private void dump(CollectiveException e) {
