@@ -50,6 +50,49 @@ class AbortNoticeTest {
         everySurvivorNamesTheOrigin(Ranks.loop());
     }
 
+    /**
+     * A send to a peer that already gave up fails at once (shm0: the peer's QP state word says ERROR), and its error
+     * completion can come out of the completion queue in one batch before the receive that holds the peer's notice:
+     * the whole batch is handled before the failure is thrown, so the notice (here the only source: the store is
+     * severed) still gives the reason.
+     */
+    @Test
+    void aSendFailingBeforeThePeersNoticeIsReadStillReportsTheNotice() throws Exception {
+        CommunicatorOptions options = CommunicatorOptions.defaults().withTransports("shm0").withDirectDisabled(true)
+            .withTimeout(Duration.ofSeconds(20));
+        java.util.concurrent.CountDownLatch gaveUp = new java.util.concurrent.CountDownLatch(1);
+        Severable[] stores = new Severable[1];
+        Map<Integer, Throwable> failures = new ConcurrentHashMap<>();
+        Ranks.runWith(2, (s, r, size) -> {
+            synchronized (stores) {
+                if (stores[0] == null) {
+                    stores[0] = new Severable(s);
+                }
+            }
+            return Communicator.create(stores[0], r, size, options);
+        }, c -> {
+            c.barrier();
+            if (c.rank() == ORIGIN) {
+                stores[0].severed = true;
+                c.abort(REASON);
+                gaveUp.countDown();
+                return;
+            }
+            try {
+                assertTrue(gaveUp.await(20, java.util.concurrent.TimeUnit.SECONDS));
+                FailureTest.allReduceOnce(c, 1 << 16);
+            } catch (CollectiveException e) {
+                failures.put(c.rank(), e);
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        Throwable e = failures.get(0);
+        assertNotNull(e, "rank 0 should have failed");
+        assertEquals(ORIGIN, assertInstanceOf(CollectiveException.PeerFailure.class, e).rank(), e.getMessage());
+        assertTrue(e.getMessage().contains(REASON), "rank 0 lost the reason: " + e.getMessage());
+    }
+
     private static void everySurvivorNamesTheOrigin(CommunicatorOptions options) {
         int n = 4;
         Map<Integer, Throwable> failures = new ConcurrentHashMap<>();

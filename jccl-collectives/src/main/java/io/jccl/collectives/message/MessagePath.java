@@ -97,6 +97,9 @@ public final class MessagePath implements AutoCloseable {
     private volatile PeerCheck extraCheck;
     /** Link silence after which a transport fails the peer (JCCL_PEER_TIMEOUT). */
     private final long peerTimeoutNs;
+    /** The first peer a send failed to in the current {@link #poll}, thrown at its end (with its reason). */
+    private Peer failedSendPeer;
+    private String failedSendWhy;
     /** Per-window, per-peer signal counts. */
     private long[][] windowSignals = new long[0][];
 
@@ -413,6 +416,26 @@ public final class MessagePath implements AutoCloseable {
 
     /** Polls every completion queue once; returns completions handled. */
     public int poll() {
+        int total = pollOnce();
+        Peer failed = failedSendPeer;
+        if (failed != null) {
+            // A failed send is thrown only after the whole batch, and one more poll, are handled: the peer's abort
+            // notice (which names the rank it gave up because of, and why) may sit behind the error in the queue
+            // (shm0 fails a send to a peer in ERROR at post time, before the notice's receive is drained)
+            String why = failedSendWhy;
+            failedSendPeer = null;
+            try {
+                pollOnce();
+            } finally {
+                failedSendPeer = null; // thrown here: a second failed send is found again by the health checks
+            }
+            throw peerFailed(failed, why);
+        }
+        return total;
+    }
+
+    /** One poll of every device's queue; a failed send is recorded ({@link #failedSendPeer}), not thrown. */
+    private int pollOnce() {
         int total = 0;
         for (DeviceResources d : deviceArray) {
             int n;
@@ -450,7 +473,11 @@ public final class MessagePath implements AutoCloseable {
                 ? "its queue pair is in ERROR (process died, aborted, closed or connection lost)"
                 : "a work request failed with " + wc.status();
             if (kind == WR_SEND && p.failure == null) {
-                throw peerFailed(p, "rank " + p.rank + " is unreachable: " + why);
+                if (failedSendPeer == null) {
+                    failedSendPeer = p;
+                    failedSendWhy = "rank " + p.rank + " is unreachable: " + why;
+                }
+                return;
             }
             // A receive, or a send nothing waits for (copied at post time): fatal only if this peer is still
             // needed (checkPeer). A peer whose exchange is over may close before it acknowledges a credit message
