@@ -70,7 +70,8 @@ final class Liveness {
         try (Socket s = new Socket()) {
             s.connect(new InetSocketAddress(f[0], Integer.parseInt(f[1])),
                 (int) Math.max(1, TimeUnit.NANOSECONDS.toMillis(timeoutNs)));
-            return Verdict.ALIVE;
+            // connected to itself: nothing listens there (see SelfConnection), as a refusal says
+            return io.jccl.collectives.store.SelfConnection.isSelf(s) ? Verdict.DEAD : Verdict.ALIVE;
         } catch (ConnectException e) {
             return e.getMessage() != null && e.getMessage().toLowerCase(java.util.Locale.ROOT).contains("refused")
                 ? Verdict.DEAD : Verdict.UNKNOWN;

@@ -96,6 +96,42 @@ class MultiProcessTest {
             return String.join("\n", output.get(rank));
         }
 
+        /**
+         * Fails unless rank {@code rank} prints a line starting with {@code prefix} within {@code timeoutMs}; the
+         * failure shows every rank: its state, its output and, while it lives, its threads (jcmd Thread.print): a
+         * rank stuck at start-up is usually waiting for another one.
+         */
+        void assertLine(int rank, String prefix, long timeoutMs, String what) throws InterruptedException {
+            if (!waitForLine(rank, prefix, timeoutMs)) {
+                org.junit.jupiter.api.Assertions.fail(what + ": rank " + rank + " printed no '" + prefix + "' in "
+                    + timeoutMs + " ms\n" + describe());
+            }
+        }
+
+        /** Every rank's state, output and (alive) thread dump. */
+        String describe() {
+            StringBuilder sb = new StringBuilder();
+            java.nio.file.Path jcmd = ProcessHandle.current().info().command().map(java.nio.file.Path::of)
+                .map(j -> j.resolveSibling("jcmd")).orElse(null);
+            for (int r = 0; r < processes.size(); r++) {
+                Process p = processes.get(r);
+                sb.append("=== rank ").append(r).append(" pid ").append(p.pid()).append(p.isAlive() ? " alive"
+                    : " exited " + p.exitValue()).append('\n').append(out(r)).append('\n');
+                if (p.isAlive() && jcmd != null) {
+                    try {
+                        Process dump = new ProcessBuilder(jcmd.toString(), Long.toString(p.pid()), "Thread.print")
+                            .redirectErrorStream(true).start();
+                        byte[] text = dump.getInputStream().readAllBytes();
+                        dump.waitFor(20, TimeUnit.SECONDS);
+                        sb.append(new String(text, StandardCharsets.UTF_8)).append('\n');
+                    } catch (IOException | InterruptedException e) {
+                        sb.append("(no thread dump: ").append(e).append(")\n");
+                    }
+                }
+            }
+            return sb.toString();
+        }
+
         @Override
         public void close() {
             for (Process p : processes) {

@@ -33,7 +33,7 @@ class ResilienceProcessTest {
             try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", transport),
                 true)) {
                 for (int r = 0; r < 4; r++) {
-                    assertTrue(job.waitForLine(r, "RUNNING", 60_000), transport + " rank " + r + ":\n" + job.out(r));
+                    job.assertLine(r, "RUNNING", 60_000, transport);
                 }
                 long t0 = System.nanoTime();
                 job.processes.get(victim).destroyForcibly(); // SIGKILL
@@ -68,7 +68,7 @@ class ResilienceProcessTest {
             try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", transport,
                 "JCCL_PEER_TIMEOUT", "5s"), true, "agree")) {
                 for (int r = 0; r < 4; r++) {
-                    assertTrue(job.waitForLine(r, "RUNNING", 60_000), transport + " rank " + r + ":\n" + job.out(r));
+                    job.assertLine(r, "RUNNING", 60_000, transport);
                 }
                 long t0 = System.nanoTime();
                 job.processes.get(0).destroyForcibly(); // SIGKILL of the store's host
@@ -99,7 +99,7 @@ class ResilienceProcessTest {
         try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", "shm0"), true,
             "split-agree")) {
             for (int r = 0; r < 4; r++) {
-                assertTrue(job.waitForLine(r, "RUNNING", 60_000), "rank " + r + ":\n" + job.out(r));
+                job.assertLine(r, "RUNNING", 60_000, "start-up");
             }
             job.processes.get(0).destroyForcibly();
             for (int r = 1; r < 4; r++) {
@@ -123,11 +123,11 @@ class ResilienceProcessTest {
         try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", "shm0",
             "JCCL_PEER_TIMEOUT", "5s"), true, "twice")) {
             for (int r = 0; r < 4; r++) {
-                assertTrue(job.waitForLine(r, "RUNNING rank", 60_000), "rank " + r + ":\n" + job.out(r));
+                job.assertLine(r, "RUNNING rank", 60_000, "start-up");
             }
             job.processes.get(0).destroyForcibly();
             for (int r = 1; r < 4; r++) {
-                assertTrue(job.waitForLine(r, "RUNNING2", 60_000), "rank " + r + ":\n" + job.out(r));
+                job.assertLine(r, "RUNNING2", 60_000, "start-up");
                 assertTrue(job.out(r).contains("SHRUNK rank " + r + " newRank " + (r - 1) + " size 3 sum 9"),
                     job.out(r));
             }
@@ -152,7 +152,7 @@ class ResilienceProcessTest {
         try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", "shm0",
             "JCCL_PEER_TIMEOUT", "3s"), true, "die-in-shrink")) {
             for (int r = 0; r < 4; r++) {
-                assertTrue(job.waitForLine(r, "RUNNING", 60_000), "rank " + r + ":\n" + job.out(r));
+                job.assertLine(r, "RUNNING", 60_000, "start-up");
             }
             job.processes.get(0).destroyForcibly();
             assertTrue(job.processes.get(1).waitFor(60, TimeUnit.SECONDS), "rank 1 did not halt:\n" + job.out(1));
@@ -174,7 +174,7 @@ class ResilienceProcessTest {
         try (MultiProcessTest.Job job = new MultiProcessTest.Job(3, "shrink", Map.of("JCCL_TRANSPORT", "shm0",
             "JCCL_PEER_TIMEOUT", "3s", "JCCL_STANDBY_STORES", "0"), true)) {
             for (int r = 0; r < 3; r++) {
-                assertTrue(job.waitForLine(r, "RUNNING", 60_000), "rank " + r + ":\n" + job.out(r));
+                job.assertLine(r, "RUNNING", 60_000, "start-up");
             }
             job.processes.get(0).destroyForcibly();
             for (int r = 1; r < 3; r++) {
@@ -196,7 +196,7 @@ class ResilienceProcessTest {
         try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", "shm0",
             "JCCL_PEER_TIMEOUT", "2s"), true, "linger")) {
             for (int r = 0; r < 4; r++) {
-                assertTrue(job.waitForLine(r, "RUNNING", 60_000), "rank " + r + ":\n" + job.out(r));
+                job.assertLine(r, "RUNNING", 60_000, "start-up");
             }
             signal(job.processes.get(3), "STOP");
             try {
@@ -233,7 +233,7 @@ class ResilienceProcessTest {
         try (MultiProcessTest.Job job = new MultiProcessTest.Job(4, "shrink", Map.of("JCCL_TRANSPORT", "shm0",
             "JCCL_PEER_TIMEOUT", "2s"), true, "linger")) {
             for (int r = 0; r < 4; r++) {
-                assertTrue(job.waitForLine(r, "RUNNING", 60_000), "rank " + r + ":\n" + job.out(r));
+                job.assertLine(r, "RUNNING", 60_000, "start-up");
             }
             signal(job.processes.get(1), "STOP");
             try {

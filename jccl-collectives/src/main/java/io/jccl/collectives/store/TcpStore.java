@@ -148,8 +148,8 @@ public final class TcpStore implements Store {
      */
     public static boolean reachable(String host, int port, long timeoutNs) {
         try (Socket s = new Socket()) {
-            s.connect(new InetSocketAddress(host, port), (int) Math.clamp(TimeUnit.NANOSECONDS.toMillis(timeoutNs), 1,
-                Integer.MAX_VALUE));
+            SelfConnection.connect(s, new InetSocketAddress(host, port), (int) Math.clamp(
+                TimeUnit.NANOSECONDS.toMillis(timeoutNs), 1, Integer.MAX_VALUE));
             return true;
         } catch (IOException e) {
             return false;
@@ -170,7 +170,7 @@ public final class TcpStore implements Store {
             Socket s = new Socket();
             try {
                 long left = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadlineNs - System.nanoTime()));
-                s.connect(new InetSocketAddress(host, port), (int) Math.min(left, 5000));
+                SelfConnection.connect(s, new InetSocketAddress(host, port), (int) Math.min(left, 5000));
                 s.setTcpNoDelay(true);
                 s.setSoTimeout((int) Math.clamp(left, 100, HANDSHAKE_TIMEOUT_MS));
                 DataOutputStream o = new DataOutputStream(new BufferedOutputStream(s.getOutputStream()));

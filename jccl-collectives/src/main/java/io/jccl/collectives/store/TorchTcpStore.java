@@ -185,7 +185,7 @@ public final class TorchTcpStore implements Store {
         while (true) {
             boolean listening = true;
             try (Socket s = new Socket()) {
-                s.connect(new InetSocketAddress(host, port), (int) Math.clamp(
+                SelfConnection.connect(s, new InetSocketAddress(host, port), (int) Math.clamp(
                     TimeUnit.NANOSECONDS.toMillis(timeoutNs - (System.nanoTime() - start)), 1, 5000));
             } catch (IOException e) {
                 listening = false;
@@ -213,7 +213,7 @@ public final class TorchTcpStore implements Store {
     private static Socket open(String host, int port, long timeoutMs) throws IOException {
         Socket s = new Socket();
         try {
-            s.connect(new InetSocketAddress(host, port), (int) timeoutMs);
+            SelfConnection.connect(s, new InetSocketAddress(host, port), (int) timeoutMs);
             s.setTcpNoDelay(true);
             s.setSoTimeout((int) timeoutMs);
             return s;
