@@ -27,6 +27,18 @@ public final class EmbeddingLookup implements AutoCloseable {
     private static final byte FAILED = 2;
     /** How long a lookup polls its READs' completions before it blocks (a loopback round trip is tens of µs). */
     static final long SPIN_NS = 200_000L;
+    /**
+     * How long of that it polls without yielding: shorter than any TCP round trip (the kernel's loopback floor is
+     * 13–14 µs blocking, ~8 µs with both ends polling, bench/c/tcp_pingpong.c), so a wait that will not end while
+     * spinning yields the core between polls: on a host with fewer free cores than runnable threads the server
+     * thread the answer waits on gets it (measured in docs/services.md, "Embedding cache"), and with a core to
+     * spare a yield returns at once.
+     */
+    static final long SPIN_BEFORE_YIELD_NS = 10_000L;
+    /** What {@link #waitPhase(long)} says to do between two polls. */
+    static final int SPIN = 0;
+    static final int YIELD = 1;
+    static final int BLOCK = 2;
     /** Re-copies of a torn row after which a direct reader asks the liveness probe before each wait. */
     static final int PROBE_AFTER_ATTEMPTS = 64;
 
@@ -50,6 +62,8 @@ public final class EmbeddingLookup implements AutoCloseable {
     private int failed;
     private boolean executed;
     private boolean closed;
+    /** Thread.yield() calls while waiting for READs (package-private counter for tests). */
+    private long waitYields;
 
     EmbeddingLookup(EmbeddingClient client, int capacity, long retryLimitNs, String bufferName) {
         this.client = client;
@@ -262,17 +276,37 @@ public final class EmbeddingLookup implements AutoCloseable {
 
     /**
      * Drives the batch from this thread for up to {@link #SPIN_NS} (polling completions, which on tcp0 also moves
-     * the socket I/O along, as perftest's latency loops do), then waits in the engine's blocking await.
+     * the socket I/O along, as perftest's latency loops do): spinning for the first {@link #SPIN_BEFORE_YIELD_NS},
+     * yielding between polls after that, then waits in the engine's blocking await.
      */
     private void awaitBatch() {
-        long until = System.nanoTime() + SPIN_NS;
+        long startNs = System.nanoTime();
         while (!batch.poll()) {
-            if (System.nanoTime() - until > 0) {
-                batch.await();
-                return;
+            switch (waitPhase(System.nanoTime() - startNs)) {
+                case SPIN -> Thread.onSpinWait();
+                case YIELD -> {
+                    waitYields++;
+                    Thread.yield();
+                }
+                default -> {
+                    batch.await();
+                    return;
+                }
             }
-            Thread.onSpinWait();
         }
+    }
+
+    /**
+     * The house's idle order for a wait of {@code waitedNs} so far: spin for {@link #SPIN_BEFORE_YIELD_NS}, then
+     * yield between polls up to {@link #SPIN_NS}, then block.
+     */
+    static int waitPhase(long waitedNs) {
+        return waitedNs < SPIN_BEFORE_YIELD_NS ? SPIN : waitedNs < SPIN_NS ? YIELD : BLOCK;
+    }
+
+    /** Yields between polls of this lookup's READs so far (tests, diagnostics). */
+    long waitYields() {
+        return waitYields;
     }
 
     private String changing(int i, int attempts) {
