@@ -27,8 +27,8 @@
 //   the region, default 4096), SRC_OFFSET (added to each payload's address, default 0), READ_SRC=1 (read each
 //   payload before sending it, as roce0's ICRC does), RX_COPY=0 (the receiver does not copy payloads), SPLIT=1
 //   (one sendmmsg per message instead of per 64-packet batch), BATCH (packets per sendmmsg, default 64), YIELD=1
-//   (sched_yield while the window is closed and no ACK came), RX_YIELD=1 (the receiver yields after an empty
-//   recvmmsg).
+//   (sched_yield while the window is closed and no ACK came), RX_YIELD=N (the receiver yields after N empty
+//   recvmmsg calls in a row), ACK_EVERY (AckReq on every this many packets, default 64 as roce0).
 // Output: gso_sender,LAYOUT,SEGMENT_MODE,GB/s,sender CPU s per GB,receiver CPU s per GB,sendmmsg calls per MiB,
 //         datagrams per MiB,EAGAIN per MiB,microseconds inside sendmmsg per MiB
 #define _GNU_SOURCE
@@ -63,7 +63,7 @@
 #define RX_SLOTS 32
 #define RX_SLOT_BYTES 65536
 
-static int yield_when_blocked, rx_yield;
+static int yield_when_blocked, rx_yield, ack_every = 64;
 static int seconds = 3, window = 128, batch_packets = 64, read_src, rx_copy = 1, split, src_stride = MTU, src_offset;
 static const char *layout = "roce3", *segmode = "roce";
 static struct sockaddr_in rx_addr, ack_addr;
@@ -106,14 +106,16 @@ static void *receiver(void *arg) {
     }
     unsigned char ack[16] = {0x11};
     long packets = 0;
+    int empty = 0; // recvmmsg calls in a row that found nothing
     double c0 = now(CLOCK_THREAD_CPUTIME_ID);
     while (!atomic_load(&stop)) {
         for (int i = 0; i < RX_SLOTS; i++) { h[i].msg_hdr.msg_control = ctl[i]; h[i].msg_hdr.msg_controllen = 64; }
         int n = recvmmsg(rx_fd, h, RX_SLOTS, MSG_DONTWAIT, NULL);
         if (n <= 0) {
-            if (rx_yield) sched_yield(); // the sender may be waiting for this CPU
+            if (rx_yield && ++empty >= rx_yield) { sched_yield(); empty = 0; } // the sender may wait for this CPU
             continue;
         }
+        empty = 0;
         for (int i = 0; i < n; i++) {
             int len = h[i].msg_len, seg = len;
             for (struct cmsghdr *c = CMSG_FIRSTHDR(&h[i].msg_hdr); c; c = CMSG_NXTHDR(&h[i].msg_hdr, c))
@@ -147,6 +149,8 @@ int main(int argc, char **argv) {
     if (getenv("SPLIT")) split = atoi(getenv("SPLIT"));
     if (getenv("YIELD")) yield_when_blocked = atoi(getenv("YIELD"));
     if (getenv("RX_YIELD")) rx_yield = atoi(getenv("RX_YIELD"));
+    if (getenv("ACK_EVERY")) ack_every = atoi(getenv("ACK_EVERY"));
+    if (ack_every < 1) { fprintf(stderr, "ACK_EVERY >= 1\n"); return 2; }
     if (getenv("SRC_STRIDE")) src_stride = atoi(getenv("SRC_STRIDE"));
     if (getenv("SRC_OFFSET")) src_offset = atoi(getenv("SRC_OFFSET"));
     if (batch_packets < 1 || batch_packets > 256) { fprintf(stderr, "BATCH 1..256\n"); return 2; }
@@ -196,7 +200,9 @@ int main(int argc, char **argv) {
             long a; memcpy(&a, ackbuf + 8, sizeof a);
             if (a > atomic_load(&acked)) atomic_store(&acked, a);
         }
-        if (window && sent - atomic_load(&acked) + cap > window) {
+        // as roce0's requester: as many packets as the window has room for, a batch at most
+        int room = window ? window - (int) (sent - atomic_load(&acked)) : cap;
+        if (room <= 0) {
             if (yield_when_blocked) sched_yield(); // the receiver may be waiting for this CPU
             t = now(CLOCK_MONOTONIC);
             continue;
@@ -204,7 +210,8 @@ int main(int argc, char **argv) {
         // build one batch of cap packets as TxBatch.commit groups them
         int count = 0, m = -1, closed = 0, iv = 0;
         int mstart[256], mpk[256], mseg[256], mbytes[256], miov[256];
-        while (count < cap) {
+        int take = room < cap ? room : cap;
+        while (count < take) {
             int k = psn_in_msg;
             int hdr = !roce ? (strcmp(layout, "c32") == 0 ? 32 : 0) : (k == 0 ? 28 : 12);
             int trailer = roce ? 4 : 0;
@@ -212,7 +219,7 @@ int main(int argc, char **argv) {
             unsigned char *slot = slots + (size_t) count * slot_bytes;
             unsigned char *payload = src + (size_t) k * src_stride + src_offset;
             slot[0] = k == 0 ? 0x06 : k == PACKETS - 1 ? 0x08 : 0x07;
-            slot[8] = (k == PACKETS - 1 || (sent + count + 1) % 64 == 0) ? 0x80 : 0; // AckReq
+            slot[8] = (k == PACKETS - 1 || (sent + count + 1) % ack_every == 0) ? 0x80 : 0; // AckReq
             if (read_src) { unsigned long s = 0; for (int j = 0; j < MTU; j += 64) s += payload[j]; sink += s; }
             int first = iv, n;
             if (strcmp(layout, "roce3") == 0 && roce) {
