@@ -100,7 +100,23 @@ final class RoceContext extends AbstractContext {
      * context that drops out of a thread's two hands its socket back to its receive thread at once. Strong
      * references, two per thread at most (a closed context's drive returns at once).
      */
-    private static final ThreadLocal<RoceContext[]> LAST_DRIVEN = ThreadLocal.withInitial(() -> new RoceContext[2]);
+    private static final ThreadLocal<PollerState> LAST_DRIVEN = ThreadLocal.withInitial(PollerState::new);
+
+    /** What a polling thread keeps: the last two contexts it drove, and its polls in a row that found nothing. */
+    private static final class PollerState {
+        final RoceContext[] last = new RoceContext[2];
+        int emptyPolls;
+    }
+
+    /**
+     * Variable: application polls in a row that found no datagram after which the polling thread yields its core
+     * ({@code Thread.yield}), default 64; 0 = never. Two busy-polling ends (perftest's client and server, whose
+     * ACKs reopen each other's windows) that the scheduler put on one core otherwise hand over only when a time
+     * slice ends: a 128-packet window per 4 ms tick, 0.07 GB/s (docs/transport-roce.md, "Two pollers on one core").
+     */
+    static final String POLL_YIELD_ENV = "JCCL_ROCE_POLL_YIELD";
+    /** Default of {@link #POLL_YIELD_ENV}: about 40 µs of empty polls, longer than a ping-pong's wait. */
+    static final int POLL_YIELD_DEFAULT = 64;
     /** A poll drains the socket only within this long of the last datagram (idle contexts cost no system call). */
     static final long RECENT_ACTIVITY_NS = 10_000_000L;
     /** Most receive batches one application poll handles (it returns to its caller after that). */
@@ -113,6 +129,10 @@ final class RoceContext extends AbstractContext {
     private static final boolean ACK_HOLD = !"0".equals(io.jccl.common.Config.value("JCCL_ROCE_ACK_HOLD", "1"));
     /** Whether application polls drain the socket ({@code JCCL_ROCE_POLL_DRIVEN}, default 1; 0 = never). */
     private final boolean pollDriven;
+    /** {@link #POLL_YIELD_ENV}: empty polls in a row before a poller yields (0 = never). */
+    private final int pollYieldAfter;
+    /** Times a polling thread yielded after {@link #pollYieldAfter} empty polls (a statistic; racy, never less). */
+    private long pollerYields;
     /** Variable: most PSNs a QP sends beyond the last acknowledged one (default 128, rxe's; 2..8192). */
     static final String WINDOW_ENV = "JCCL_ROCE_WINDOW_PSNS";
     /**
@@ -238,6 +258,13 @@ final class RoceContext extends AbstractContext {
                 + ": use 1 (application polls receive) or 0 (only the receive thread)");
         }
         pollDriven = driven == 1;
+        long yieldAfter = io.jccl.common.Config.longValue(POLL_YIELD_ENV, POLL_YIELD_DEFAULT);
+        if (yieldAfter < 0 || yieldAfter > 1_000_000) {
+            closeQuietly();
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, POLL_YIELD_ENV + "=" + yieldAfter
+                + " outside 0..1000000 (empty polls in a row before a polling thread yields; 0 = never)");
+        }
+        pollYieldAfter = (int) yieldAfter;
         long window = io.jccl.common.Config.longValue(WINDOW_ENV, RoceQueuePair.WINDOW_PSNS);
         if (window < 2 || window > MAX_WINDOW_PSNS) {
             closeQuietly();
@@ -649,6 +676,11 @@ final class RoceContext extends AbstractContext {
         return pollerDrives;
     }
 
+    /** Times a polling thread yielded its core after {@code JCCL_ROCE_POLL_YIELD} polls in a row found nothing. */
+    long pollerYields() {
+        return pollerYields;
+    }
+
     /**
      * Times the receive thread found its socket empty: a timer that sees this move on after its deadline knows
      * that every ACK which arrived before the deadline has been handled.
@@ -761,7 +793,8 @@ final class RoceContext extends AbstractContext {
         if (!pollDriven || closing) {
             return 0;
         }
-        RoceContext[] last = LAST_DRIVEN.get();
+        PollerState state = LAST_DRIVEN.get();
+        RoceContext[] last = state.last;
         if (last[0] != this) {
             RoceContext dropped = last[1];
             last[1] = last[0];
@@ -771,7 +804,17 @@ final class RoceContext extends AbstractContext {
             }
         }
         RoceContext other = last[1];
-        return drainAsPoller() + (other != null && other != this ? other.drainAsPoller() : 0);
+        int n = drainAsPoller() + (other != null && other != this ? other.drainAsPoller() : 0);
+        if (n > 0) {
+            state.emptyPolls = 0;
+        } else if (pollYieldAfter > 0 && ++state.emptyPolls >= pollYieldAfter) {
+            // Nothing came for a while: the thread that must answer (the peer's poller, this context's receive
+            // thread) may be waiting for this very core; spinning on would keep it off until the time slice ends.
+            state.emptyPolls = 0;
+            pollerYields++;
+            Thread.yield();
+        }
+        return n;
     }
 
     /**
@@ -1065,6 +1108,6 @@ final class RoceContext extends AbstractContext {
         return "roce0 " + addressText + " (" + udp.kind() + (udp.gso() ? "+gso" : "") + (udp.gro() ? "+gro" : "")
             + ", " + sendCalls.get() + " send calls, " + sendDatagrams.get() + " datagrams sent, " + receiveCalls
             + " receive calls, " + receiveDatagrams + " datagrams received, " + receiveWaits + " waits, "
-            + pollerDrives + " poller drives)";
+            + pollerDrives + " poller drives, " + pollerYields + " poller yields)";
     }
 }

@@ -33,6 +33,7 @@ class RoceBatchedIoTest {
         System.clearProperty("jccl.roce.io");
         System.clearProperty("jccl.roce.poll.driven");
         System.clearProperty("jccl.roce.gso");
+        System.clearProperty("jccl.roce.poll.yield");
     }
 
     /** Two connected contexts with one QP each, a 1 MiB region on each side. */
@@ -215,6 +216,33 @@ class RoceBatchedIoTest {
             assertEquals(0, p.ca().pollerDrives() + p.cb().pollerDrives());
         }
         System.setProperty("jccl.roce.poll.driven", "2");
+        assertThrows(VerbsException.class, () -> RoceProvider.device().open(new RoceSettings("127.0.0.1", 0, 1024)));
+    }
+
+    @Test
+    void shouldYieldTheCoreAfterPollsInARowThatFindNothing() {
+        // Two busy-polling ends on one core hand over only when a time slice ends unless the idle one yields
+        // (docs/transport-roce.md, "Two pollers on one core"): 640 empty polls yield 10 times at the default 64.
+        WorkCompletion[] wc = WorkCompletion.array(1);
+        try (Pair p = Pair.open(1024)) {
+            p.writeAndSend(100, 1);
+            long before = p.ca().pollerYields();
+            for (int i = 0; i < 640; i++) {
+                assertEquals(0, p.qa().poll(wc, 1));
+            }
+            long yields = p.ca().pollerYields() - before;
+            // a held ACK that arrives during the polls restarts the count once: 9 or 10, never 0
+            assertTrue(yields >= 8 && yields <= 10, yields + " yields in 640 empty polls");
+        }
+        System.setProperty("jccl.roce.poll.yield", "0");
+        try (Pair p = Pair.open(1024)) {
+            p.writeAndSend(100, 2);
+            for (int i = 0; i < 640; i++) {
+                assertEquals(0, p.qa().poll(wc, 1));
+            }
+            assertEquals(0, p.ca().pollerYields());
+        }
+        System.setProperty("jccl.roce.poll.yield", "-1");
         assertThrows(VerbsException.class, () -> RoceProvider.device().open(new RoceSettings("127.0.0.1", 0, 1024)));
     }
 
