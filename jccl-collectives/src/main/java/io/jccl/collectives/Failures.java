@@ -216,9 +216,9 @@ final class Failures {
             return ce;
         }
         if (ce instanceof CollectiveException.PeerFailure pf && failure == null) {
-            String published = remoteError(pf.rank());
-            int origin = reportOrigin(published, pf.rank());
-            String remote = reportText(published);
+            Report report = Report.parse(remoteError(pf.rank()), pf.rank());
+            int origin = report == null ? pf.rank() : report.origin();
+            String remote = report == null ? null : report.text();
             java.util.regex.Matcher rm = remote == null ? null : REVOKED_REPORT.matcher(remote);
             if (rm != null && rm.matches() && !aborted) {
                 // the peer broke its links because it revoked, and its notice is not read yet (the failed send
@@ -373,26 +373,27 @@ final class Failures {
         }
     }
 
-    /** The rank a published report says the failure started with; {@code publisher} when it names none. */
-    static int reportOrigin(String published, int publisher) {
-        if (published == null || !published.startsWith(ORIGIN_HEADER)) {
-            return publisher;
+    /**
+     * What a peer published ({@code error/PEER}): the rank its failure started with and the reason. A text without
+     * the {@link #ORIGIN_HEADER} is all reason; it, and a header whose rank does not parse, name the publisher.
+     */
+    record Report(int origin, String text) {
+        /** {@code published} read, {@code publisher} its default origin; null for null. */
+        static Report parse(String published, int publisher) {
+            if (published == null) {
+                return null;
+            }
+            int end = published.indexOf('\n');
+            if (published.startsWith(ORIGIN_HEADER) && end > 0) {
+                try {
+                    return new Report(Integer.parseInt(published, ORIGIN_HEADER.length(), end, 10),
+                        published.substring(end + 1));
+                } catch (NumberFormatException e) {
+                    return new Report(publisher, published.substring(end + 1));
+                }
+            }
+            return new Report(publisher, published);
         }
-        int end = published.indexOf('\n');
-        try {
-            return end < 0 ? publisher : Integer.parseInt(published, ORIGIN_HEADER.length(), end, 10);
-        } catch (NumberFormatException e) {
-            return publisher;
-        }
-    }
-
-    /** The reason of a published report, without its origin header; null for null. */
-    static String reportText(String published) {
-        if (published == null || !published.startsWith(ORIGIN_HEADER)) {
-            return published;
-        }
-        int end = published.indexOf('\n');
-        return end < 0 ? published : published.substring(end + 1);
     }
 
     private void dump(CollectiveException e) {

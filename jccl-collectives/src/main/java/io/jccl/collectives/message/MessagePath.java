@@ -423,7 +423,6 @@ public final class MessagePath implements AutoCloseable {
             // notice (which names the rank it gave up because of, and why) may sit behind the error in the queue
             // (shm0 fails a send to a peer in ERROR at post time, before the notice's receive is drained)
             String why = failedSendWhy;
-            failedSendPeer = null;
             try {
                 pollOnce();
             } finally {
