@@ -172,10 +172,7 @@ class TransferEngineTest {
         // completes in order, so a signaled completion covers the unsignaled requests posted before it.
         Engines.run(2, Engines.options(transport), TransferSettings.defaults(), (engine, barrier) -> {
             if (engine.rank() == 1) {
-                LocalSegment table = engine.registerSegment("rows", 256 * 280);
-                Engines.fill(table.memory(), 0, 256 * 280, 3);
-                barrier.await();
-                barrier.await();
+                serveRows(engine, barrier, 3);
             } else {
                 LocalSegment sink = engine.registerSegment("sink", 256 * 280);
                 barrier.await();
@@ -220,10 +217,7 @@ class TransferEngineTest {
         // queue pairs (two request writes, two response writes, two sockets for the target to serve over tcp0).
         Engines.run(2, Engines.options(transport), TransferSettings.defaults(), (engine, barrier) -> {
             if (engine.rank() == 1) {
-                LocalSegment table = engine.registerSegment("rows", 256 * 280);
-                Engines.fill(table.memory(), 0, 256 * 280, 7);
-                barrier.await();
-                barrier.await();
+                serveRows(engine, barrier, 7);
             } else {
                 LocalSegment sink = engine.registerSegment("sink", 256 * 280);
                 barrier.await();
@@ -346,5 +340,17 @@ class TransferEngineTest {
                 }
                 barrier.await();
             });
+    }
+
+    /**
+     * Rank 1's side of the row tests: 256 rows of 280 bytes (an embedding row of D = 64) in segment "rows", filled
+     * from {@code seed}, served until rank 0 has read them.
+     */
+    private static void serveRows(TransferEngine engine, java.util.concurrent.CyclicBarrier barrier, int seed)
+        throws Exception {
+        LocalSegment table = engine.registerSegment("rows", 256 * 280);
+        Engines.fill(table.memory(), 0, 256 * 280, seed);
+        barrier.await();
+        barrier.await();
     }
 }
