@@ -166,6 +166,7 @@ public final class TcpStore implements Store {
         // retries come soon (1, 2, 4 ms ...), later ones back off to 200 ms.
         long pauseNs = TimeUnit.MILLISECONDS.toNanos(1);
         IOException last = null;
+        IOException busy = null; // kept: a later attempt's timeout must not hide that the server said why it refused
         while (!closed) {
             Socket s = new Socket();
             try {
@@ -192,6 +193,10 @@ public final class TcpStore implements Store {
                         + " (its process is gone): " + e.getMessage(), e);
                 }
                 last = e;
+            } catch (ServerBusy e) {
+                last = e;
+                busy = e;
+                closeQuietly(s);
             } catch (IOException e) {
                 last = e;
                 closeQuietly(s);
@@ -200,14 +205,23 @@ public final class TcpStore implements Store {
                 throw e;
             }
             if (System.nanoTime() - deadlineNs >= 0) {
+                String said = busy == null || busy == last ? "" : "; before that, " + busy.getMessage();
                 throw new StoreTimeoutException("cannot reach TcpStore server " + host + ":" + port + " within "
-                    + StoreTimeoutException.millis(System.nanoTime() - start) + " (last error: " + last + "); is rank 0 "
-                    + "(or TcpStoreServer) running and MASTER_ADDR/MASTER_PORT (or JCCL_STORE_ADDR) right?", last);
+                    + StoreTimeoutException.millis(System.nanoTime() - start) + " (last error: " + last + said
+                    + "); is rank 0 (or TcpStoreServer) running and MASTER_ADDR/MASTER_PORT (or JCCL_STORE_ADDR) right?",
+                    last);
             }
             LockSupport.parkNanos(pauseNs);
             pauseNs = Math.min(pauseNs * 2, TimeUnit.MILLISECONDS.toNanos(200));
         }
         throw new StoreException(describe() + " is closed");
+    }
+
+    /** The server refused the connection because it is at its connection cap; retried until the deadline. */
+    private static final class ServerBusy extends IOException {
+        ServerBusy(String message) {
+            super(message);
+        }
     }
 
     /** Protocol version 2's handshake (see {@link TcpStoreServer}); StoreException for what retrying cannot fix. */
@@ -226,7 +240,7 @@ public final class TcpStore implements Store {
         if (status != TcpStoreServer.OK) {
             String message = i.readUTF();
             if (status == TcpStoreServer.BUSY) {
-                throw new IOException(at() + " is busy: " + message); // retried until the deadline
+                throw new ServerBusy(at() + " is busy: " + message); // retried until the deadline
             }
             throw new StoreException(describe() + ": " + message);
         }
