@@ -726,6 +726,42 @@ class TcpQueuePairTest {
             + attempts + " read() calls (" + withData + " returned data)");
     }
 
+    /**
+     * A progress thread that does not spin (JCCL_TCP_SPIN_US=0, or a load above the core count) and serves READs one
+     * at a time blocks in select, is woken by a request and answers it inside that select's dispatch; it then used to
+     * call selectNow() before blocking again, which found nothing: two epoll_wait calls per request where one does
+     * (the blocking select returns at once for anything that became ready).
+     */
+    @Test
+    void shouldServeAPingPongWithOneSelectPerRequestWhenNotSpinning() {
+        TcpSettings s = TcpTestSupport.loopback();
+        try (Context quiet = TcpProvider.device().open(new TcpSettings(s.threads(), s.interfaces(), s.family(),
+            s.address(), s.port(), s.socketBufferBytes(), s.connectTimeoutMs(), 0))) {
+            Side a = Side.create(ca);
+            Side b = Side.create(quiet);
+            TcpTestSupport.connect(a.qp(), b.qp());
+            MemoryRegion la = a.pd().allocateMemory(4096, ALL);
+            MemoryRegion rb = b.pd().allocateMemory(4096, ALL);
+            SendWorkRequest read = new SendWorkRequest().opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
+                .remote(rb.address(), rb.rkey()).local(la, 0, 256);
+            a.qp().postSend(read.wrId(0));
+            pollSuccess(a.cq());
+            TcpEngine engine = ((TcpQueuePair) b.qp()).engine; // nobody polls b: its progress thread answers
+            int rounds = 300;
+            long selectsBefore = engine.selectNowCalls;
+            long loopsBefore = engine.loops;
+            for (int i = 1; i <= rounds; i++) {
+                a.qp().postSend(read.wrId(i));
+                assertEquals(i, pollSuccess(a.cq()).wrId());
+            }
+            long selectNows = engine.selectNowCalls - selectsBefore;
+            long loops = engine.loops - loopsBefore;
+            assertTrue(loops >= rounds / 2, "the progress thread served the READs: " + loops + " loops");
+            assertTrue(selectNows <= rounds / 4, rounds + " READs one at a time: " + selectNows
+                + " selectNow() calls beside the blocking selects (" + loops + " loops)");
+        }
+    }
+
     @Test
     void shouldRejectBadKeyBeforeTouchingMemoryAndFailBothQueuePairs() {
         Side a = Side.create(ca);
