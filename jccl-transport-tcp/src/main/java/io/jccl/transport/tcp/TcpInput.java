@@ -51,6 +51,13 @@ final class TcpInput {
     private long readCalls;
     /** Every {@code read()} on the connection's socket, empty ones included (tests, diagnostics). */
     private long readAttempts;
+    /** Entries of the READ_LIST being parsed still to come, and the next one's PSN. */
+    private int listEntriesLeft;
+    private int listPsn;
+    /** READs of the READ_RESPONSE_LIST being placed whose payloads are still to come after the current one. */
+    private int listResponsesLeft;
+    /** READ_LIST entries parsed (tests, diagnostics). */
+    private long listEntries;
 
     TcpInput(TcpQueuePair qp, Arena arena, int maxSges) {
         this.qp = qp;
@@ -147,7 +154,25 @@ final class TcpInput {
                 work++;
                 continue;
             }
-            if (staging.remaining() >= Wire.HEADER) {
+            if (listResponsesLeft > 0) {
+                // The next READ of a READ_RESPONSE_LIST: its payload follows the previous one's.
+                listResponsesLeft--;
+                qp.requester.onListedReadResponse();
+                work++;
+                continue;
+            }
+            if (listEntriesLeft > 0) {
+                if (staging.remaining() >= Wire.LIST_ENTRY) {
+                    if (qp.responder.free() < 2) {
+                        paused = true; // as for a request header: the list goes on once responses drained
+                        qp.updateInterest();
+                        return work;
+                    }
+                    onListEntry();
+                    work++;
+                    continue;
+                }
+            } else if (staging.remaining() >= Wire.HEADER) {
                 int type = staging.get(staging.position()) & 0xFF;
                 if (Wire.isRequest(type) && qp.responder.free() < 2) {
                     // Our responses are backed up: stop reading requests until the peer drains them.
@@ -233,8 +258,18 @@ final class TcpInput {
                 return;
             }
         }
-        if (Wire.isRequest(type)) {
+        if (type == Wire.READ_LIST) {
+            if (imm < 2 || imm > Wire.LIST_MAX || length != imm * Wire.LIST_ENTRY || rkey != 0 || va != 0) {
+                qp.malformed("READ_LIST of " + imm + " entries in " + length + " bytes", false);
+                return;
+            }
+            // The entries are parsed one by one as they are staged (onListEntry), each a READ of its own.
+            listEntriesLeft = imm;
+            listPsn = psn;
+        } else if (Wire.isRequest(type)) {
             qp.responder.onRequest(type, psn, length, rkey, va, operand1, operand2, imm);
+        } else if (type == Wire.READ_RESPONSE_LIST) {
+            qp.requester.onResponse(type, syndrome, timer, psn, length, imm);
         } else if (Wire.isResponse(type)) {
             qp.requester.onResponse(type, syndrome, timer, psn, length, operand1);
         } else if (Wire.isControl(type)) {
@@ -242,6 +277,40 @@ final class TcpInput {
         } else {
             qp.malformed("unknown opcode " + Wire.typeName(type), false);
         }
+    }
+
+    /** Parses the next staged READ_LIST entry and hands it to the responder as the READ it stands for. */
+    private void onListEntry() {
+        ByteBuffer b = staging;
+        int p = b.position();
+        int rkey = b.getInt(p + Wire.LIST_OFF_RKEY);
+        int length = b.getInt(p + Wire.LIST_OFF_LENGTH);
+        long va = b.getLong(p + Wire.LIST_OFF_VA);
+        b.position(p + Wire.LIST_ENTRY);
+        int psn = listPsn;
+        listPsn = (psn + 1) & Wire.PSN_MASK;
+        listEntriesLeft--;
+        listEntries++;
+        if (length < 0 || length > TcpContext.MAX_MESSAGE) {
+            qp.malformed("READ_LIST entry of length " + length, false);
+            return;
+        }
+        qp.responder.onRequest(Wire.READ_REQUEST, psn, length, rkey, va, 0, 0, 0);
+    }
+
+    /** The requester takes the first of {@code count} READ responses of a list; the input hands it the others. */
+    void listResponses(int count) {
+        listResponsesLeft = count - 1;
+    }
+
+    /** READ_LIST entries parsed so far (tests, diagnostics). */
+    long listEntries() {
+        return listEntries;
+    }
+
+    private void clearLists() {
+        listEntriesLeft = 0;
+        listResponsesLeft = 0;
     }
 
     // ------------------------------------------------------------------------------------------------ the sink
@@ -367,6 +436,7 @@ final class TcpInput {
         sinkOwner = SINK_NONE;
         drainAll = false;
         paused = false;
+        clearLists();
         views.clear();
     }
 
@@ -374,12 +444,14 @@ final class TcpInput {
     void abortPayload() {
         sinkCount = sinkIndex = 0;
         sinkOwner = SINK_NONE;
+        clearLists();
     }
 
     /** The connection closes gracefully: read and discard everything until the peer closes. */
     void startDraining() {
         drainAll = true;
         paused = false;
+        clearLists();
     }
 
     /** Reads away what already arrived, so that closing does not reset the connection (best effort). */
@@ -397,5 +469,6 @@ final class TcpInput {
             sinkRegion[i] = null;
         }
         drainAll = false;
+        clearLists();
     }
 }

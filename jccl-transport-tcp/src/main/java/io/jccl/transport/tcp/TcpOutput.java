@@ -275,6 +275,15 @@ final class TcpOutput {
         counters.increment(Counter.PORT_XMIT_PACKETS);
     }
 
+    /**
+     * Payload bytes a frame built now may carry behind its header: the buffer's room after the frames coalesced in
+     * it (at least {@link #SMALL_PAYLOAD_BYTES} whenever {@link #mayAppend()} allowed the frame). A READ_RESPONSE_LIST
+     * takes as many READs as fit.
+     */
+    long listRoom() {
+        return frame.capacity() - (framePending ? frame.limit() : 0) - Wire.HEADER;
+    }
+
     /** The frame buffer's memory (small payloads are gathered or copied into it at {@link #payloadOffset()}). */
     MemorySegment frameSegment() {
         return frameSegment;

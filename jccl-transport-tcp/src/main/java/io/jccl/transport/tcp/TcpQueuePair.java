@@ -595,6 +595,20 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         }
     }
 
+    /**
+     * {READ_LIST frames sent, READ_LIST entries parsed, READ_RESPONSE_LIST frames built, READ_RESPONSE_LIST frames
+     * received} so far (tests, diagnostics).
+     */
+    long[] listCounts() {
+        lock.lock();
+        try {
+            return new long[] {requester.readListsSent(), input.listEntries(), responder.responseLists(),
+                requester.readResponseListsReceived()};
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** Parking polls that handed this QP over to its progress thread so far (tests, diagnostics). */
     long handOvers() {
         return io.handOvers;

@@ -11,7 +11,9 @@ import io.jccl.verbs.spi.SendSlot;
 import io.jccl.verbs.spi.SoftMemoryRegion;
 
 import java.io.IOException;
+import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
 
 /**
  * The requester role of a QP, as rxe's {@code rxe_req} and {@code rxe_comp}: turns the send queue into request
@@ -23,6 +25,9 @@ import java.lang.foreign.ValueLayout;
  * adds to it. Runs under the QP's lock.
  */
 final class TcpRequester {
+    private static final ValueLayout.OfInt BIG_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
+    private static final ValueLayout.OfLong BIG_LONG =
+        ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
     private final TcpQueuePair qp;
     private final TcpOutput output;
     private final TcpInput input;
@@ -36,6 +41,9 @@ final class TcpRequester {
     private WorkCompletionStatus localErrorStatus;
     /** Payload length of the READ_RESPONSE being placed. */
     private int readResponseLength;
+    /** READ_LIST frames sent and READ_RESPONSE_LIST frames received (tests, diagnostics). */
+    private long readListsSent;
+    private long readResponseListsReceived;
 
     TcpRequester(TcpQueuePair qp) {
         this.qp = qp;
@@ -105,6 +113,10 @@ final class TcpRequester {
                 return localError(index);
             }
             if (op == SendOpcode.RDMA_READ) {
+                int count = listableReads(index);
+                if (count > 1) {
+                    return buildReadList(index, psn, flags, count);
+                }
                 output.header(Wire.READ_REQUEST, flags, 0, 0, psn, length, slot.rkey, slot.remoteAddress, 0, 0, 0);
             } else {
                 output.header(op == SendOpcode.ATOMIC_CMP_AND_SWP ? Wire.COMPARE_SWAP : Wire.FETCH_ADD, flags, 0, 0,
@@ -158,6 +170,55 @@ final class TcpRequester {
         return true;
     }
 
+    /**
+     * How many READs from {@code index} on (the first already checked) may leave in one READ_LIST frame: posted,
+     * within the READ credit left, unfenced, and with valid local entries (one that fails its check ends the list
+     * and fails on its own, in order, as the next request).
+     */
+    private int listableReads(long index) {
+        int credit = Math.min(Math.max(1, qp.maxRdAtomic()), qp.connection.peerMaxDestRdAtomic()) - inFlightReadAtomic;
+        long end = Math.min(qp.sendTail(), index + Math.min(credit, Wire.LIST_MAX));
+        long i = index + 1;
+        while (i < end) {
+            SendSlot next = qp.request(i);
+            if (next.opcode != SendOpcode.RDMA_READ || next.fenced() || !qp.localEntriesValid(next, true)) {
+                break;
+            }
+            i++;
+        }
+        return (int) (i - index);
+    }
+
+    /**
+     * Builds one READ_LIST frame for the {@code count} READs from {@code index} (each keeps its PSN, response and
+     * completion: the frame only saves a header per READ on the wire and in both sides' parsing).
+     */
+    private boolean buildReadList(long index, int psn, int flags, int count) {
+        output.header(Wire.READ_LIST, flags, 0, 0, psn, count * Wire.LIST_ENTRY, 0, 0, 0, 0, count);
+        MemorySegment frame = output.frameSegment();
+        long at = output.payloadOffset();
+        for (int k = 0; k < count; k++, at += Wire.LIST_ENTRY) {
+            SendSlot slot = qp.request(index + k);
+            if (!slot.started) {
+                slot.started = true;
+                slot.rnrRetriesLeft = qp.rnrRetry();
+            }
+            frame.set(BIG_INT, at + Wire.LIST_OFF_RKEY, slot.rkey);
+            frame.set(BIG_INT, at + Wire.LIST_OFF_LENGTH, (int) slot.length);
+            frame.set(BIG_LONG, at + Wire.LIST_OFF_VA, slot.remoteAddress);
+        }
+        output.inlinePayload(count * Wire.LIST_ENTRY);
+        inFlightReadAtomic += count;
+        readListsSent++;
+        qp.sendNext(index + count);
+        return true;
+    }
+
+    /** READ_LIST frames sent so far (tests, diagnostics). */
+    long readListsSent() {
+        return readListsSent;
+    }
+
     /** Request {@code index} failed its local check: it completes in order, once everything before it has. */
     private boolean localError(long index) {
         localErrorIndex = index;
@@ -190,22 +251,32 @@ final class TcpRequester {
                     qp.malformed("READ_RESPONSE does not match the READ", true);
                     return;
                 }
-                input.clearSink();
-                for (int i = 0; i < slot.sgeCount; i++) {
-                    int len = slot.sgeLength[i];
-                    if (len == 0) {
-                        continue;
-                    }
-                    SoftMemoryRegion target = qp.checkedLocalRegion(slot.sgeAddress[i], len, slot.sgeLkey[i], true);
-                    if (target == null) {
-                        input.dropSink();
-                        qp.completeRequest(WorkCompletionStatus.LOC_PROT_ERR, 0);
+                placeReadResponse(slot, length);
+            }
+            case Wire.READ_RESPONSE_LIST -> {
+                // count (in the immediate field) READs from the head, their payloads back to back
+                int count = (int) value;
+                if (count < 2 || count > Wire.LIST_MAX || qp.sendNext() - qp.sendHead() < count) {
+                    qp.malformed("READ_RESPONSE_LIST of " + count + " READs", true);
+                    return;
+                }
+                long total = 0;
+                for (int k = 0; k < count; k++) {
+                    SendSlot s = qp.request(qp.sendHead() + k);
+                    if (s.opcode != SendOpcode.RDMA_READ) {
+                        qp.malformed("READ_RESPONSE_LIST covers a request that is not a READ", true);
                         return;
                     }
-                    input.sink(target, slot.sgeAddress[i] - target.address(), len);
+                    total += s.length;
                 }
-                readResponseLength = length;
-                input.placeForRequester();
+                if (total != length) {
+                    qp.malformed("READ_RESPONSE_LIST length " + length + " does not match its READs (" + total
+                        + ")", true);
+                    return;
+                }
+                readResponseListsReceived++;
+                input.listResponses(count);
+                onListedReadResponse();
             }
             case Wire.ATOMIC_RESPONSE -> {
                 if (!slot.opcode.isAtomic() || length != 8) {
@@ -224,6 +295,40 @@ final class TcpRequester {
             case Wire.NAK -> onNak(slot, syndrome, timer);
             default -> qp.malformed("unexpected " + Wire.typeName(type), true);
         }
+    }
+
+    /** Points the input's sink at the local entries of READ {@code slot}, whose {@code length} bytes come next. */
+    private void placeReadResponse(SendSlot slot, int length) {
+        input.clearSink();
+        for (int i = 0; i < slot.sgeCount; i++) {
+            int len = slot.sgeLength[i];
+            if (len == 0) {
+                continue;
+            }
+            SoftMemoryRegion target = qp.checkedLocalRegion(slot.sgeAddress[i], len, slot.sgeLkey[i], true);
+            if (target == null) {
+                input.dropSink();
+                qp.completeRequest(WorkCompletionStatus.LOC_PROT_ERR, 0);
+                return;
+            }
+            input.sink(target, slot.sgeAddress[i] - target.address(), len);
+        }
+        readResponseLength = length;
+        input.placeForRequester();
+    }
+
+    /**
+     * The next READ of a READ_RESPONSE_LIST: its payload (as long as its request asked) comes next in the stream.
+     * The list's header was checked against the READs it covers, which are the oldest outstanding in order.
+     */
+    void onListedReadResponse() {
+        SendSlot slot = qp.request(qp.sendHead());
+        placeReadResponse(slot, (int) slot.length);
+    }
+
+    /** READ_RESPONSE_LIST frames received so far (tests, diagnostics). */
+    long readResponseListsReceived() {
+        return readResponseListsReceived;
     }
 
     /** The READ_RESPONSE payload is in place: the READ completes. */

@@ -19,8 +19,9 @@ import java.lang.invoke.VarHandle;
  * alignment, a posted receive); WRITE and SEND payloads are then placed by the input's sink straight into registered
  * memory, READs are answered from it, atomics run on it with hardware atomics. Responses wait in a ring of
  * {@code 2·max_dest_rd_atomic + 4} entries, in order; consecutive ACKs coalesce (they are cumulative), and an ACK
- * that is the ring's only entry may ride on the next outgoing request ({@link TcpOutput#offerAck}). Runs under the
- * QP's lock.
+ * that is the ring's only entry may ride on the next outgoing request ({@link TcpOutput#offerAck}), and consecutive
+ * small READ responses leave as one READ_RESPONSE_LIST (one header for up to {@link Wire#LIST_MAX}). A READ_LIST's
+ * entries arrive here one by one from the input, as READs of their own. Runs under the QP's lock.
  */
 final class TcpResponder {
     private static final VarHandle LONG = ValueLayout.JAVA_LONG.varHandle();
@@ -64,6 +65,8 @@ final class TcpResponder {
     /** ACK frames sent on their own, and ACKs carried in a request header (diagnostics and tests). */
     private long standaloneAcks;
     private long piggybackedAcks;
+    /** READ_RESPONSE_LIST frames built (tests, diagnostics). */
+    private long responseLists;
 
     TcpResponder(TcpQueuePair qp) {
         this.qp = qp;
@@ -307,6 +310,11 @@ final class TcpResponder {
                 0);
             default -> {
                 int length = respLength[i];
+                int count = listableResponses();
+                if (count > 1) {
+                    buildResponseList(count);
+                    return;
+                }
                 output.header(Wire.READ_RESPONSE, 0, 0, 0, psn, length, 0, 0, 0, 0, 0);
                 if (length > 0) {
                     SoftMemoryRegion region = respRegion[i];
@@ -324,6 +332,61 @@ final class TcpResponder {
             }
         }
         head++;
+    }
+
+    /**
+     * How many READ responses from the ring's head may leave as one READ_RESPONSE_LIST: consecutive READ entries
+     * with consecutive PSNs, each non-empty and small (a larger READ is written from its region on its own, as
+     * before), at most {@link Wire#LIST_MAX}, their payloads together within the
+     * room the frame buffer has left behind the list's header. An ACK, a NAK or an atomic response ends the list
+     * (responses stay in order).
+     */
+    private int listableResponses() {
+        int n = respType.length;
+        int first = respPsn[(int) (head % n)];
+        long room = output.listRoom();
+        long total = 0;
+        int count = 0;
+        for (long j = head; j < tail && count < Wire.LIST_MAX; j++, count++) {
+            int i = (int) (j % n);
+            int length = respLength[i];
+            if (respType[i] != Wire.READ_RESPONSE || respPsn[i] != ((first + count) & Wire.PSN_MASK) || length <= 0
+                || length > TcpOutput.SMALL_PAYLOAD_BYTES || total + length > room) {
+                break;
+            }
+            total += length;
+        }
+        return count;
+    }
+
+    /**
+     * Builds one READ_RESPONSE_LIST for the {@code count} READ responses at the ring's head: one header, then each
+     * READ's bytes copied behind it, in order (the frame is written with the frames coalesced before it).
+     */
+    private void buildResponseList(int count) {
+        int n = respType.length;
+        long total = 0;
+        for (int k = 0; k < count; k++) {
+            total += respLength[(int) ((head + k) % n)];
+        }
+        output.header(Wire.READ_RESPONSE_LIST, 0, 0, 0, respPsn[(int) (head % n)], (int) total, 0, 0, 0, 0, count);
+        MemorySegment frame = output.frameSegment();
+        long at = output.payloadOffset();
+        for (int k = 0; k < count; k++) {
+            int i = (int) (head % n);
+            MemorySegment.copy(respRegion[i].segment(), respOffset[i], frame, at, respLength[i]);
+            at += respLength[i];
+            respRegion[i] = null;
+            head++;
+        }
+        output.inlinePayload((int) total);
+        counters.add(Counter.PORT_XMIT_DATA, total);
+        responseLists++;
+    }
+
+    /** READ_RESPONSE_LIST frames built so far (tests, diagnostics). */
+    long responseLists() {
+        return responseLists;
     }
 
     /** The ring's lone ACK went out in a request header. */

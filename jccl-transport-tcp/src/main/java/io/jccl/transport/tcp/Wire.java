@@ -13,6 +13,12 @@ package io.jccl.transport.tcp;
  *  3 u8  RNR timer code (RNR NAK)                           44 u32 ACK word: 0, or on a request a piggybacked ACK
  * </pre>
  *
+ * <p>A list of READs posted together travels as one READ_LIST frame (a header, then one 16-byte entry per READ:
+ * {@code u32 rkey, u32 length, u64 va}; the READs take consecutive PSNs from the header's); consecutive READ
+ * responses leave as one READ_RESPONSE_LIST frame (a header, then the READs' payloads back to back, each of the
+ * length its request asked for). Both are framing only: each READ keeps its own PSN, checks, response ring entry and
+ * completion (docs/transport-tcp.md, "READ lists").
+ *
  * <p>Besides requests and responses, the engines exchange PING and PONG (link liveness, {@link TcpLiveness}): bare
  * headers whose only non-zero field is a probe sequence number in the PSN field.
  *
@@ -30,10 +36,10 @@ final class Wire {
     static final int HANDSHAKE = 96;
     static final int MAGIC = 0x4A43434C; // "JCCL"
     /**
-     * 3: the challenge-response handshake (2: secrets in a HELLO/ACCEPT; both: the word at 44 carries a piggybacked
+     * 4: READ_LIST and READ_RESPONSE_LIST frames. 3: the challenge-response handshake (2: secrets in a HELLO/ACCEPT; both: the word at 44 carries a piggybacked
      * ACK on requests).
      */
-    static final int VERSION = 3;
+    static final int VERSION = 4;
     static final int KIND_HELLO = 1;
     static final int KIND_CHALLENGE = 2;
     static final int KIND_PROOF = 3;
@@ -46,11 +52,21 @@ final class Wire {
     static final int READ_REQUEST = 0x05;
     static final int COMPARE_SWAP = 0x06;
     static final int FETCH_ADD = 0x07;
+    /**
+     * READs with consecutive PSNs in one frame: the header's PSN is the first READ's, its immediate field the
+     * count (2..{@link #LIST_MAX}), its length {@code count × LIST_ENTRY}; the entries follow as its payload.
+     */
+    static final int READ_LIST = 0x08;
     // responses
     static final int ACK = 0x11;
     static final int NAK = 0x12;
     static final int READ_RESPONSE = 0x13;
     static final int ATOMIC_RESPONSE = 0x14;
+    /**
+     * Responses to consecutive READs in one frame: the header's PSN is the first READ's, its immediate field the
+     * count (2..{@link #LIST_MAX}), its length the sum of the READs' lengths; the payloads follow in order.
+     */
+    static final int READ_RESPONSE_LIST = 0x15;
     // link liveness (control frames of the providers' engines, neither requests nor responses: no PSN of the QP)
     /**
      * A liveness probe ({@link TcpLiveness}): sent by a side that has received nothing for a quarter of its
@@ -73,6 +89,14 @@ final class Wire {
     // flags
     static final int FLAG_SOLICITED = 1;
     static final int FLAG_FENCE = 2;
+
+    /** Most READs one READ_LIST or READ_RESPONSE_LIST frame carries (above any max_rd_atomic verbs allows). */
+    static final int LIST_MAX = 256;
+    /** Bytes of one READ_LIST entry: u32 rkey, u32 length, u64 va. */
+    static final int LIST_ENTRY = 16;
+    static final int LIST_OFF_RKEY = 0;
+    static final int LIST_OFF_LENGTH = 4;
+    static final int LIST_OFF_VA = 8;
 
     static final int PSN_MASK = 0xFFFFFF;
     static final int PSN_HALF = 0x800000;
@@ -122,11 +146,11 @@ final class Wire {
     }
 
     static boolean isRequest(int type) {
-        return type >= SEND && type <= FETCH_ADD;
+        return type >= SEND && type <= READ_LIST;
     }
 
     static boolean isResponse(int type) {
-        return type >= ACK && type <= ATOMIC_RESPONSE;
+        return type >= ACK && type <= READ_RESPONSE_LIST;
     }
 
     /** PING or PONG: link liveness, handled by the engines, never seen by the requester or responder. */
@@ -148,10 +172,12 @@ final class Wire {
             case READ_REQUEST -> "READ_REQUEST";
             case COMPARE_SWAP -> "COMPARE_SWAP";
             case FETCH_ADD -> "FETCH_ADD";
+            case READ_LIST -> "READ_LIST";
             case ACK -> "ACK";
             case NAK -> "NAK";
             case READ_RESPONSE -> "READ_RESPONSE";
             case ATOMIC_RESPONSE -> "ATOMIC_RESPONSE";
+            case READ_RESPONSE_LIST -> "READ_RESPONSE_LIST";
             case PING -> "PING";
             case PONG -> "PONG";
             default -> "0x" + Integer.toHexString(type);

@@ -180,6 +180,23 @@ class TcpMalformedInputTest {
         assertGuardsIntact();
     }
 
+    /**
+     * A READ_LIST whose header says {@code count} READs and carries (and has the length of) {@code entries} entries
+     * of 64 bytes each, the first at {@code va} and each next 64 bytes further.
+     */
+    private byte[] readList(Victim v, int count, int entries, long va) {
+        byte[] f = v.frame(Wire.READ_LIST, v.fakePsn, entries * Wire.LIST_ENTRY, 0, 0, 0,
+            entries * Wire.LIST_ENTRY);
+        ByteBuffer b = ByteBuffer.wrap(f);
+        b.putInt(Wire.OFF_IMM, count);
+        for (int k = 0; k < entries; k++) {
+            int at = Wire.HEADER + k * Wire.LIST_ENTRY;
+            b.putInt(at + Wire.LIST_OFF_RKEY, region.rkey()).putInt(at + Wire.LIST_OFF_LENGTH, 64)
+                .putLong(at + Wire.LIST_OFF_VA, va + 64L * k);
+        }
+        return f;
+    }
+
     private static void drain(InputStream in) {
         try {
             in.readNBytes(1 << 20);
@@ -227,6 +244,19 @@ class TcpMalformedInputTest {
         cases.add(new Object[] {"reserved bits set", (Function<Victim, byte[]>) v -> {
             byte[] f = v.frame(Wire.WRITE, v.fakePsn, 0, 0, 0, 0, 0);
             f[Wire.OFF_RESERVED] = 1;
+            return f;
+        }});
+        // READ lists: a list of one, a count that disagrees with the length, a listed READ of the guard page (the
+        // READ before it is answered, that one NAKed), and a list response nobody asked for.
+        cases.add(new Object[] {"READ_LIST of one READ", (Function<Victim, byte[]>) v -> readList(v, 1, 1,
+            region.address())});
+        cases.add(new Object[] {"READ_LIST count and length disagree", (Function<Victim, byte[]>) v -> readList(v,
+            3, 2, region.address())});
+        cases.add(new Object[] {"READ_LIST into the guard page", (Function<Victim, byte[]>) v -> readList(v, 2, 2,
+            region.address() + GUARD - 64)});
+        cases.add(new Object[] {"unsolicited READ_RESPONSE_LIST", (Function<Victim, byte[]>) v -> {
+            byte[] f = v.frame(Wire.READ_RESPONSE_LIST, 0, 128, 0, 0, 0, 128);
+            ByteBuffer.wrap(f).putInt(Wire.OFF_IMM, 2);
             return f;
         }});
         for (Object[] c : cases) {

@@ -556,6 +556,7 @@ class TcpQueuePairTest {
         TcpQueuePair responder = (TcpQueuePair) b.qp();
         long[] req0 = requester.ioCounts();
         long[] resp0 = responder.ioCounts();
+        long[] lists0 = responder.listCounts();
         assertEquals(reads, a.qp().postSend(list, reads));
         for (int i = 0; i < reads; i++) {
             WorkCompletion wc = pollSuccess(a.cq());
@@ -571,9 +572,70 @@ class TcpQueuePairTest {
         String counts = "requester: " + requestFrames + " frames in " + requestWrites + " writes, "
             + (req1[2] - req0[2]) + " reads; responder: " + responseFrames + " frames in " + responseWrites
             + " writes, " + (resp1[2] - resp0[2]) + " reads";
-        assertTrue(requestFrames >= reads && responseFrames >= reads, counts);
+        long[] lists1 = responder.listCounts();
+        long[] reqLists = requester.listCounts();
+        counts += "; responder lists " + java.util.Arrays.toString(lists1) + " (before "
+            + java.util.Arrays.toString(lists0) + "), requester lists " + java.util.Arrays.toString(reqLists);
+        // READ lists: the 256 READs leave in one READ_LIST frame per credit of 128 (256 frames before), and their
+        // responses in READ_RESPONSE_LIST frames of up to 48 KiB (256 frames before): one header per list, not per
+        // READ, to build, write, parse and check on each side.
+        assertTrue(requestFrames <= 4, "one READ_LIST frame per credit of READs; " + counts);
+        assertEquals(reads, lists1[1] - lists0[1], "every READ arrived as a list entry; " + counts);
+        assertTrue(responseFrames <= 16, "READ responses leave in few READ_RESPONSE_LIST frames; " + counts);
+        assertTrue(lists1[2] - lists0[2] >= 2, "the responder built READ_RESPONSE_LISTs; " + counts);
+        assertEquals(lists1[2] - lists0[2], reqLists[3], "the requester placed every READ_RESPONSE_LIST; " + counts);
         assertTrue(requestWrites <= reads / 8, "a READ list costs few writes at the requester; " + counts);
         assertTrue(responseWrites <= reads / 8, "READ responses are gathered into few writes; " + counts);
+    }
+
+    /**
+     * A READ of a READ_LIST that fails the responder's checks (a wrong rkey, bytes beyond the region) completes with
+     * REM_ACCESS_ERR, the READs before it with their bytes, the ones after it flushed: as ibv_post_send of the same
+     * list on an RC QP, for which the list is only framing.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"rkey", "bounds"})
+    void shouldFailOneReadOfAListAndFlushTheRest(String fault) {
+        int reads = 16;
+        int size = 280;
+        int bad = 5;
+        Side a = Side.create(ca, QueuePairInitAttributes.of(ca.createCompletionQueue(32)).withDepths(reads, 4));
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        MemoryRegion sink = a.pd().allocateMemory((long) reads * size, ALL);
+        MemoryRegion table = b.pd().allocateMemory((long) reads * size, ALL);
+        for (int i = 0; i < reads * size / 4; i++) {
+            table.segment().setAtIndex(ValueLayout.JAVA_INT, i, i * 17 + 3);
+        }
+        a.qp().postSend(new SendWorkRequest().wrId(-1).opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
+            .remote(table.address(), table.rkey()).local(sink, 0, 8));
+        pollSuccess(a.cq()); // connected: the list below is one frame
+        SendWorkRequest[] list = new SendWorkRequest[reads];
+        for (int i = 0; i < reads; i++) {
+            long va = table.address() + (long) i * size;
+            int rkey = table.rkey();
+            if (i == bad && fault.equals("rkey")) {
+                rkey ^= 0x5A5A;
+            } else if (i == bad) {
+                va = table.address() + table.length() - size / 2; // half of it beyond the region
+            }
+            list[i] = new SendWorkRequest().wrId(i).opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
+                .remote(va, rkey).local(sink, (long) i * size, size);
+        }
+        long[] before = ((TcpQueuePair) b.qp()).listCounts();
+        assertEquals(reads, a.qp().postSend(list, reads));
+        for (int i = 0; i < reads; i++) {
+            WorkCompletion wc = poll(a.cq());
+            assertEquals(i, wc.wrId(), "in-order completion");
+            WorkCompletionStatus expected = i < bad ? WorkCompletionStatus.SUCCESS
+                : i == bad ? WorkCompletionStatus.REM_ACCESS_ERR : WorkCompletionStatus.WR_FLUSH_ERR;
+            assertEquals(expected, wc.status(), "READ " + i);
+        }
+        assertEquals(-1, sink.segment().asSlice(0, (long) bad * size)
+            .mismatch(table.segment().asSlice(0, (long) bad * size)), "the READs before the bad one have their bytes");
+        long[] after = ((TcpQueuePair) b.qp()).listCounts();
+        assertTrue(after[1] - before[1] > bad, "the READs arrived as one list: " + java.util.Arrays.toString(after));
+        assertEquals(QueuePairState.ERROR, a.qp().state());
     }
 
     /**
@@ -662,6 +724,42 @@ class TcpQueuePairTest {
         long withData = after[2] - before[2];
         assertTrue(withData >= 1 && attempts <= rounds * 3 / 2, rounds + " READs, one at a time, cost the responder "
             + attempts + " read() calls (" + withData + " returned data)");
+    }
+
+    /**
+     * A progress thread that does not spin (JCCL_TCP_SPIN_US=0, or a load above the core count) and serves READs one
+     * at a time blocks in select, is woken by a request and answers it inside that select's dispatch; it then used to
+     * call selectNow() before blocking again, which found nothing: two epoll_wait calls per request where one does
+     * (the blocking select returns at once for anything that became ready).
+     */
+    @Test
+    void shouldServeAPingPongWithOneSelectPerRequestWhenNotSpinning() {
+        TcpSettings s = TcpTestSupport.loopback();
+        try (Context quiet = TcpProvider.device().open(new TcpSettings(s.threads(), s.interfaces(), s.family(),
+            s.address(), s.port(), s.socketBufferBytes(), s.connectTimeoutMs(), 0))) {
+            Side a = Side.create(ca);
+            Side b = Side.create(quiet);
+            TcpTestSupport.connect(a.qp(), b.qp());
+            MemoryRegion la = a.pd().allocateMemory(4096, ALL);
+            MemoryRegion rb = b.pd().allocateMemory(4096, ALL);
+            SendWorkRequest read = new SendWorkRequest().opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
+                .remote(rb.address(), rb.rkey()).local(la, 0, 256);
+            a.qp().postSend(read.wrId(0));
+            pollSuccess(a.cq());
+            TcpEngine engine = ((TcpQueuePair) b.qp()).engine; // nobody polls b: its progress thread answers
+            int rounds = 300;
+            long selectsBefore = engine.selectNowCalls;
+            long loopsBefore = engine.loops;
+            for (int i = 1; i <= rounds; i++) {
+                a.qp().postSend(read.wrId(i));
+                assertEquals(i, pollSuccess(a.cq()).wrId());
+            }
+            long selectNows = engine.selectNowCalls - selectsBefore;
+            long loops = engine.loops - loopsBefore;
+            assertTrue(loops >= rounds / 2, "the progress thread served the READs: " + loops + " loops");
+            assertTrue(selectNows <= rounds / 4, rounds + " READs one at a time: " + selectNows
+                + " selectNow() calls beside the blocking selects (" + loops + " loops)");
+        }
     }
 
     @Test
