@@ -1195,6 +1195,6 @@ final class RoceContext extends AbstractContext {
         return "roce0 " + addressText + " (" + udp.kind() + (udp.gso() ? "+gso" : "") + (udp.gro() ? "+gro" : "")
             + ", " + sendCalls.get() + " send calls, " + sendDatagrams.get() + " datagrams sent, " + receiveCalls
             + " receive calls, " + receiveDatagrams + " datagrams received, " + receiveWaits + " waits, "
-            + pollerDrives + " poller drives, " + pollerYields + " poller yields)";
+            + pollerDrives + " poller drives, " + pollerYields + " poller yields, " + pollerWaits + " poller waits)";
     }
 }
