@@ -114,13 +114,16 @@ final class RoceContext extends AbstractContext {
 
     /**
      * Variable: application polls in a row that found no datagram after which the polling thread yields its core
-     * ({@code Thread.yield}), default 64; 0 = never. Two busy-polling ends (perftest's client and server, whose
+     * ({@code Thread.yield}), default 16; 0 = never. Two busy-polling ends (perftest's client and server, whose
      * ACKs reopen each other's windows) that the scheduler put on one core otherwise hand over only when a time
      * slice ends: a 128-packet window per 4 ms tick, 0.07 GB/s (docs/transport-roce.md, "Two pollers on one core").
      */
     static final String POLL_YIELD_ENV = "JCCL_ROCE_POLL_YIELD";
-    /** Default of {@link #POLL_YIELD_ENV}: about 40 µs of empty polls, longer than a ping-pong's wait. */
-    static final int POLL_YIELD_DEFAULT = 64;
+    /**
+     * Default of {@link #POLL_YIELD_ENV}: about 10 µs of empty polls, above a ping-pong's wait on two cores (8 B
+     * t_typical the same as with 64), while two ends on one core hand over 2.5x sooner (16.7 against 42.7 µs).
+     */
+    static final int POLL_YIELD_DEFAULT = 16;
     /**
      * Variable: application polls in a row that found no datagram after which the polling thread waits in
      * {@code ppoll} on the context's socket (at most {@link #POLLER_WAIT_NS} at a time) instead of spinning on; 0 =
