@@ -38,7 +38,9 @@ import java.util.concurrent.locks.LockSupport;
  * or the receive thread. While an application thread drove the socket less than {@link #DRIVEN_NS} ago the receive
  * thread stands by (parks, looks every {@link #STANDBY_TICK_NS}): on a 2-core host a spinning receive thread beside
  * two spinning pollers made every ping-pong wait for a scheduler time slice (2.6 ms typical). A poller about to park
- * hands the socket back at once ({@link #pollerParks()}).
+ * hands the socket back at once ({@link #pollerParks()}). A poller that finds nothing yields its core after
+ * {@link #POLL_YIELD_ENV} polls in a row, and waits in {@code ppoll} on the socket after {@link #POLL_WAIT_ENV}
+ * ({@link #awaitAsPoller()}): the other end's thread may need the core it spins on.
  */
 final class RoceContext extends AbstractContext {
     /** Largest inline payload (rxe's max_inline_data). */
