@@ -35,6 +35,7 @@ final class FfmUdpSocket extends UdpIo {
     static final int SO_SNDBUF = 7;
     static final int SO_RCVBUF = 8;
     static final int SO_REUSEPORT = 15;
+    static final int SO_RCVBUFFORCE = 33;
     static final int IPPROTO_IP = 0;
     static final int IP_TOS = 1;
     static final int IP_MTU_DISCOVER = 10;
@@ -71,6 +72,7 @@ final class FfmUdpSocket extends UdpIo {
         static final MethodHandle RECVMMSG;
         static final MethodHandle SENDTO;
         static final MethodHandle POLL;
+        static final MethodHandle PPOLL;
         static final MethodHandle CLOSE;
         static final String REASON;
 
@@ -84,6 +86,7 @@ final class FfmUdpSocket extends UdpIo {
             MethodHandle recvmmsg = null;
             MethodHandle sendto = null;
             MethodHandle poll = null;
+            MethodHandle ppoll = null;
             MethodHandle close = null;
             String reason = null;
             String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
@@ -116,6 +119,7 @@ final class FfmUdpSocket extends UdpIo {
                     sendto = linker.downcallHandle(libc.findOrThrow("sendto"),
                         FunctionDescriptor.of(l, i, a, l, i, a, i), errno);
                     poll = linker.downcallHandle(libc.findOrThrow("poll"), FunctionDescriptor.of(i, a, l, i));
+                    ppoll = linker.downcallHandle(libc.findOrThrow("ppoll"), FunctionDescriptor.of(i, a, l, a, a));
                     close = linker.downcallHandle(libc.findOrThrow("close"), FunctionDescriptor.of(i, i));
                 } catch (Throwable e) {
                     // IllegalCallerException without --enable-native-access where it is denied, or no libc symbol
@@ -132,6 +136,7 @@ final class FfmUdpSocket extends UdpIo {
             RECVMMSG = recvmmsg;
             SENDTO = sendto;
             POLL = poll;
+            PPOLL = ppoll;
             CLOSE = close;
             REASON = reason;
         }
@@ -152,6 +157,10 @@ final class FfmUdpSocket extends UdpIo {
     private final int receiveBufferBytes;
     /** For {@link #await} and {@link #sendOne} (receive thread, tests): the pollfd and a sockaddr_in. */
     private final MemorySegment pollFd;
+    /** For {@link #awaitFromPoller} (one application thread at a time): its own pollfd, then a timespec. */
+    private final MemorySegment pollerWait;
+    /** The timespec part of {@link #pollerWait}. */
+    private final MemorySegment pollerTimeout;
     private volatile boolean closed;
     /** Whether sends may carry GSO messages (JCCL_ROCE_GSO and the kernel; off for good once the kernel refuses). */
     private volatile boolean gso;
@@ -189,7 +198,10 @@ final class FfmUdpSocket extends UdpIo {
                 setInt(arena, state, SOL_SOCKET, SO_RCVBUF, 1, "SO_RCVBUF"); // the kernel's minimum
             } else {
                 setInt(arena, state, IPPROTO_IP, IP_RECVTOS, 1, "IP_RECVTOS");
-                setInt(arena, state, SOL_SOCKET, SO_RCVBUF, SOCKET_BUFFER_BYTES, "SO_RCVBUF");
+                // privileged: past rmem_max, so that a window of megabytes fits (EPERM otherwise: the plain option)
+                if (!trySetInt(arena, state, SOL_SOCKET, SO_RCVBUFFORCE, FORCED_RECEIVE_BUFFER_BYTES)) {
+                    setInt(arena, state, SOL_SOCKET, SO_RCVBUF, SOCKET_BUFFER_BYTES, "SO_RCVBUF");
+                }
             }
             setInt(arena, state, SOL_SOCKET, SO_SNDBUF, SOCKET_BUFFER_BYTES, "SO_SNDBUF");
             // UDP_SEGMENT 0 on the socket: no GSO unless a send's control message asks (a probe that it exists)
@@ -229,6 +241,10 @@ final class FfmUdpSocket extends UdpIo {
         pollFd = arena.allocate(8, 8);
         pollFd.set(ValueLayout.JAVA_INT, 0, fd);
         pollFd.set(ValueLayout.JAVA_SHORT, 4, POLLIN);
+        pollerWait = arena.allocate(24, 8);
+        pollerWait.set(ValueLayout.JAVA_INT, 0, fd);
+        pollerWait.set(ValueLayout.JAVA_SHORT, 4, POLLIN);
+        pollerTimeout = pollerWait.asSlice(8, 16);
     }
 
     private void setInt(Arena arena, MemorySegment state, int level, int option, int value, String name)
@@ -390,6 +406,27 @@ final class FfmUdpSocket extends UdpIo {
             int ignored = (int) Calls.POLL.invokeExact(pollFd, 1L, timeoutMs);
         } catch (Throwable e) {
             throw new IOException("poll: " + e, e);
+        }
+    }
+
+    @Override
+    boolean pollerCanAwait() {
+        return true;
+    }
+
+    @Override
+    void awaitFromPoller(long timeoutNs) throws IOException {
+        if (closed) {
+            throw new java.nio.channels.ClosedChannelException();
+        }
+        // ppoll, not poll: poll's timeout is whole milliseconds, and a completion that no datagram brings (another
+        // thread's flush) must not wait that long
+        pollerTimeout.set(ValueLayout.JAVA_LONG, 0, timeoutNs / 1_000_000_000L);
+        pollerTimeout.set(ValueLayout.JAVA_LONG, 8, timeoutNs % 1_000_000_000L);
+        try {
+            int ignored = (int) Calls.PPOLL.invokeExact(pollerWait, 1L, pollerTimeout, MemorySegment.NULL);
+        } catch (Throwable e) {
+            throw new IOException("ppoll: " + e, e);
         }
     }
 

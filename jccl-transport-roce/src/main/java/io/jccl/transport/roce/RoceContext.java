@@ -38,7 +38,9 @@ import java.util.concurrent.locks.LockSupport;
  * or the receive thread. While an application thread drove the socket less than {@link #DRIVEN_NS} ago the receive
  * thread stands by (parks, looks every {@link #STANDBY_TICK_NS}): on a 2-core host a spinning receive thread beside
  * two spinning pollers made every ping-pong wait for a scheduler time slice (2.6 ms typical). A poller about to park
- * hands the socket back at once ({@link #pollerParks()}).
+ * hands the socket back at once ({@link #pollerParks()}). A poller that finds nothing yields its core after
+ * {@link #POLL_YIELD_ENV} polls in a row, and waits in {@code ppoll} on the socket after {@link #POLL_WAIT_ENV}
+ * ({@link #awaitAsPoller()}): the other end's thread may need the core it spins on.
  */
 final class RoceContext extends AbstractContext {
     /** Largest inline payload (rxe's max_inline_data). */
@@ -106,17 +108,39 @@ final class RoceContext extends AbstractContext {
     private static final class PollerState {
         final RoceContext[] last = new RoceContext[2];
         int emptyPolls;
+        /** Polls in a row in which the context received nothing, not reset by a yield ({@link #POLL_WAIT_ENV}). */
+        int idlePolls;
+        /** The context's datagram count at this thread's last poll: a datagram the receive thread took counts too. */
+        long seenDatagrams;
     }
 
     /**
      * Variable: application polls in a row that found no datagram after which the polling thread yields its core
-     * ({@code Thread.yield}), default 64; 0 = never. Two busy-polling ends (perftest's client and server, whose
+     * ({@code Thread.yield}), default 16; 0 = never. Two busy-polling ends (perftest's client and server, whose
      * ACKs reopen each other's windows) that the scheduler put on one core otherwise hand over only when a time
      * slice ends: a 128-packet window per 4 ms tick, 0.07 GB/s (docs/transport-roce.md, "Two pollers on one core").
      */
     static final String POLL_YIELD_ENV = "JCCL_ROCE_POLL_YIELD";
-    /** Default of {@link #POLL_YIELD_ENV}: about 40 µs of empty polls, longer than a ping-pong's wait. */
-    static final int POLL_YIELD_DEFAULT = 64;
+    /**
+     * Default of {@link #POLL_YIELD_ENV}: about 10 µs of empty polls, above a ping-pong's wait on two cores (8 B
+     * t_typical the same as with 64), while two ends on one core hand over 2.5x sooner (16.7 against 42.7 µs).
+     */
+    static final int POLL_YIELD_DEFAULT = 16;
+    /**
+     * Variable: application polls in a row that found no datagram after which the polling thread waits in
+     * {@code ppoll} on the context's socket (at most {@link #POLLER_WAIT_NS} at a time) instead of spinning on; 0 =
+     * never. A yield leaves the thread runnable: a busy-polling responder still takes a core's share from the
+     * sender it waits for on a host with more runnable threads than cores (perftest's server, the C sender's
+     * receiver; docs/transport-roce.md, "A poller that waits"). A stream's next datagram wakes it at once.
+     */
+    static final String POLL_WAIT_ENV = "JCCL_ROCE_POLL_WAIT";
+    /** Default of {@link #POLL_WAIT_ENV}. */
+    static final int POLL_WAIT_DEFAULT = 256;
+    /**
+     * Longest wait of a poller in {@code ppoll}: a completion no datagram brings (a flush from another thread, a
+     * datagram another thread received) is late by at most this much.
+     */
+    static final long POLLER_WAIT_NS = 200_000L;
     /** A poll drains the socket only within this long of the last datagram (idle contexts cost no system call). */
     static final long RECENT_ACTIVITY_NS = 10_000_000L;
     /** Most receive batches one application poll handles (it returns to its caller after that). */
@@ -133,6 +157,10 @@ final class RoceContext extends AbstractContext {
     private final int pollYieldAfter;
     /** Times a polling thread yielded after {@link #pollYieldAfter} empty polls (a statistic; racy, never less). */
     private long pollerYields;
+    /** {@link #POLL_WAIT_ENV}: empty polls in a row before a poller waits on the socket (0 = never). */
+    private final int pollWaitAfter;
+    /** Times a polling thread waited on the socket (a statistic; one waiter at a time). */
+    private long pollerWaits;
     /** Variable: most PSNs a QP sends beyond the last acknowledged one (default 128, rxe's; 2..8192). */
     static final String WINDOW_ENV = "JCCL_ROCE_WINDOW_PSNS";
     /**
@@ -148,10 +176,16 @@ final class RoceContext extends AbstractContext {
     @SuppressWarnings("unused")
     private volatile int rxOwner;
     private static final java.lang.invoke.VarHandle RX_OWNER;
+    /** 1 while an application poller waits on the socket ({@link #awaitAsPoller}); CAS through {@link #POLLER_WAIT}. */
+    @SuppressWarnings("unused")
+    private volatile int pollerWaiting;
+    private static final java.lang.invoke.VarHandle POLLER_WAIT;
 
     static {
         try {
             RX_OWNER = java.lang.invoke.MethodHandles.lookup().findVarHandle(RoceContext.class, "rxOwner", int.class);
+            POLLER_WAIT = java.lang.invoke.MethodHandles.lookup().findVarHandle(RoceContext.class, "pollerWaiting",
+                int.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -265,6 +299,13 @@ final class RoceContext extends AbstractContext {
                 + " outside 0..1000000 (empty polls in a row before a polling thread yields; 0 = never)");
         }
         pollYieldAfter = (int) yieldAfter;
+        long waitAfter = io.jccl.common.Config.longValue(POLL_WAIT_ENV, POLL_WAIT_DEFAULT);
+        if (waitAfter < 0 || waitAfter > 1_000_000) {
+            closeQuietly();
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, POLL_WAIT_ENV + "=" + waitAfter
+                + " outside 0..1000000 (empty polls in a row before a polling thread waits on the socket; 0 = never)");
+        }
+        pollWaitAfter = (int) waitAfter;
         long window = io.jccl.common.Config.longValue(WINDOW_ENV, RoceQueuePair.WINDOW_PSNS);
         if (window < 2 || window > MAX_WINDOW_PSNS) {
             closeQuietly();
@@ -681,6 +722,11 @@ final class RoceContext extends AbstractContext {
         return pollerYields;
     }
 
+    /** Times a polling thread waited on the socket after {@code JCCL_ROCE_POLL_WAIT} polls in a row found nothing. */
+    long pollerWaits() {
+        return pollerWaits;
+    }
+
     /**
      * Times the receive thread found its socket empty: a timer that sees this move on after its deadline knows
      * that every ACK which arrived before the deadline has been handled.
@@ -721,6 +767,11 @@ final class RoceContext extends AbstractContext {
     /** When an application thread last drove, or tried to drive, the socket (0: handed back); tests. */
     long lastPollerDriveNs() {
         return lastPollerDriveNs;
+    }
+
+    /** When the socket last gave a datagram (System.nanoTime); tests. */
+    long lastDatagramNs() {
+        return lastDatagramNs;
     }
 
     /** Gives back the receive lock {@link #holdReceiveForTest()} took. */
@@ -804,8 +855,18 @@ final class RoceContext extends AbstractContext {
             }
         }
         RoceContext other = last[1];
-        int n = drainAsPoller() + (other != null && other != this ? other.drainAsPoller() : 0);
+        boolean alone = other == null || other == this;
+        int n = drainAsPoller() + (alone ? 0 : other.drainAsPoller());
+        long datagrams = receiveDatagrams; // racy read of the receive lock holder's count: a hint only
+        if (datagrams != state.seenDatagrams) {
+            state.seenDatagrams = datagrams;
+            state.idlePolls = 0; // traffic, whoever received it: the answer this thread waits for may be next
+        }
         if (n > 0) {
+            state.emptyPolls = 0;
+            state.idlePolls = 0;
+        } else if (pollWaitAfter > 0 && ++state.idlePolls >= pollWaitAfter && alone && awaitAsPoller()) {
+            // waited in ppoll: the next poll drains what woke it (a thread driving two contexts only yields)
             state.emptyPolls = 0;
         } else if (pollYieldAfter > 0 && ++state.emptyPolls >= pollYieldAfter) {
             // Nothing came for a while: the thread that must answer (the peer's poller, this context's receive
@@ -894,6 +955,36 @@ final class RoceContext extends AbstractContext {
         }
     }
 
+    /**
+     * A poller that found nothing {@link #pollWaitAfter} times in a row waits in {@code ppoll} until a datagram
+     * arrives, at most {@link #POLLER_WAIT_NS}: only while it drives the socket (traffic in the last 10 ms), one
+     * poller at a time, on FFM sockets. The receive thread keeps standing by and does not drain meanwhile (it would
+     * take the datagram the poller waits for and leave it asleep). Returns whether it waited.
+     */
+    private boolean awaitAsPoller() {
+        if (closing || !udp.pollerCanAwait() || lastPollerDriveNs == 0
+            || System.nanoTime() - lastDatagramNs > RECENT_ACTIVITY_NS) {
+            return false;
+        }
+        if (!POLLER_WAIT.compareAndSet(this, 0, 1)) {
+            return false;
+        }
+        try {
+            // (no held ACK to flush: this poll's drive flushed them first and then received nothing)
+            pollerWaits++;
+            long now = System.nanoTime();
+            lastPollerDriveNs = now == 0 ? 1 : now;
+            udp.awaitFromPoller(POLLER_WAIT_NS);
+            now = System.nanoTime();
+            lastPollerDriveNs = now == 0 ? 1 : now;
+            return true;
+        } catch (IOException e) {
+            return false; // a closed socket: the next poll finds the context closing
+        } finally {
+            POLLER_WAIT.setRelease(this, 0);
+        }
+    }
+
     /** The application's poller is about to park: the receive thread takes the socket back at once. */
     void pollerParks() {
         flushHeldAcks();
@@ -922,7 +1013,8 @@ final class RoceContext extends AbstractContext {
                     // standby: no spinning, no wake-up per datagram; a hand-over unparks it
                     LockSupport.parkNanos(this, STANDBY_TICK_NS);
                     flushHeldAcks();
-                    if (tryAcquireReceive()) { // a poller that stalls leaves at most a tick's datagrams waiting
+                    // a poller that stalls leaves at most a tick's datagrams waiting; one waiting in ppoll gets them
+                    if (pollerWaiting == 0 && tryAcquireReceive()) {
                         try {
                             if (!closing) {
                                 drainSocket(Integer.MAX_VALUE);
@@ -1108,6 +1200,6 @@ final class RoceContext extends AbstractContext {
         return "roce0 " + addressText + " (" + udp.kind() + (udp.gso() ? "+gso" : "") + (udp.gro() ? "+gro" : "")
             + ", " + sendCalls.get() + " send calls, " + sendDatagrams.get() + " datagrams sent, " + receiveCalls
             + " receive calls, " + receiveDatagrams + " datagrams received, " + receiveWaits + " waits, "
-            + pollerDrives + " poller drives, " + pollerYields + " poller yields)";
+            + pollerDrives + " poller drives, " + pollerYields + " poller yields, " + pollerWaits + " poller waits)";
     }
 }

@@ -28,6 +28,12 @@ abstract class UdpIo implements AutoCloseable {
     static final String IO_ENV = "JCCL_ROCE_IO";
     /** Receive and send socket buffers: a 128-packet window of 4 KiB packets for many QPs. */
     static final int SOCKET_BUFFER_BYTES = 4 << 20;
+    /**
+     * Receive buffer asked with {@code SO_RCVBUFFORCE} (which needs CAP_NET_ADMIN and passes over
+     * {@code net.core.rmem_max}): room for a window of megabytes ({@code JCCL_ROCE_WINDOW_PSNS}), as TCP's autotuned
+     * receive buffer has. Unprivileged, {@code SO_RCVBUF} gets {@link #SOCKET_BUFFER_BYTES} capped by rmem_max.
+     */
+    static final int FORCED_RECEIVE_BUFFER_BYTES = 16 << 20;
 
     /** Opens the socket {@code JCCL_ROCE_IO} names, bound to {@code address:port}. */
     static UdpIo open(InetAddress address, int port) throws IOException {
@@ -113,6 +119,22 @@ abstract class UdpIo implements AutoCloseable {
 
     /** Waits until a datagram is waiting or {@code timeoutMs} passed (the receive thread's park). */
     abstract void await(int timeoutMs) throws IOException;
+
+    /**
+     * Whether an application poller may wait on this socket with {@link #awaitFromPoller} beside the receive thread
+     * (FFM: a second pollfd; the NIO fallback's selector serves one thread at a time, so its pollers never wait).
+     */
+    boolean pollerCanAwait() {
+        return false;
+    }
+
+    /**
+     * Waits until a datagram is waiting or {@code timeoutNs} passed: an application poller that found the socket
+     * empty many times in a row gives its core away (one such poller at a time; the context makes sure).
+     */
+    void awaitFromPoller(long timeoutNs) throws IOException {
+        throw new UnsupportedOperationException("awaitFromPoller");
+    }
 
     /** Sets the TOS byte (DSCP and ECN bits) of the packets this socket sends ({@code IP_TOS}). */
     abstract void trafficClass(int tos) throws IOException;

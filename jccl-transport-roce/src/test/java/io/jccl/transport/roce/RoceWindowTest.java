@@ -19,6 +19,7 @@ import java.lang.foreign.ValueLayout;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * {@code JCCL_ROCE_WINDOW_PSNS}: how many PSNs a QP sends beyond the last acknowledged one, counted with the
@@ -42,6 +43,44 @@ class RoceWindowTest {
     }
 
     @Test
+    void shouldHonourAWindowOfMegabytesWhereTheReceiveBufferIsForced() {
+        // 1024 PSNs (4 MiB) need a receive buffer past the usual net.core.rmem_max (4 MiB, a window of 409 at
+        // most): SO_RCVBUFFORCE gives it where the process may (CAP_NET_ADMIN, as CI's root)
+        assumeTrue(FfmUdpSocket.available() && hasNetAdmin(), "needs FFM sockets and CAP_NET_ADMIN");
+        System.setProperty("jccl.roce.window.psns", "1024");
+        packetsBeforeAnAck(1024);
+    }
+
+    @Test
+    void shouldForceTheReceiveBufferPastRmemMaxWhereAllowed() throws Exception {
+        assumeTrue(FfmUdpSocket.available(), "FFM sockets: " + FfmUdpSocket.unavailableReason());
+        try (RoceContext c = (RoceContext) RoceProvider.device().open(new RoceSettings("127.0.0.1", 0, 4096))) {
+            long rmemMax = Long.parseLong(java.nio.file.Files.readString(
+                java.nio.file.Path.of("/proc/sys/net/core/rmem_max")).trim());
+            // Linux reports twice what was set (its bookkeeping overhead)
+            if (hasNetAdmin()) {
+                assertEquals(2L * UdpIo.FORCED_RECEIVE_BUFFER_BYTES, c.receiveBufferBytes(), "SO_RCVBUFFORCE");
+            } else {
+                assertEquals(2L * Math.min(rmemMax, UdpIo.SOCKET_BUFFER_BYTES), c.receiveBufferBytes(), "SO_RCVBUF");
+            }
+        }
+    }
+
+    /** Whether this process has CAP_NET_ADMIN (bit 12 of CapEff), which SO_RCVBUFFORCE needs. */
+    private static boolean hasNetAdmin() {
+        try {
+            for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/status"))) {
+                if (line.startsWith("CapEff:")) {
+                    return (Long.parseUnsignedLong(line.substring(7).trim(), 16) & (1L << 12)) != 0;
+                }
+            }
+        } catch (java.io.IOException | NumberFormatException e) {
+            return false;
+        }
+        return false;
+    }
+
+    @Test
     void shouldRefuseAWindowOutsideItsRange() {
         System.setProperty("jccl.roce.window.psns", "1");
         VerbsException e = assertThrows(VerbsException.class,
@@ -50,7 +89,7 @@ class RoceWindowTest {
     }
 
     /**
-     * A 1 MiB WRITE at MTU 4096 (256 packets) with B's receive held: A sends exactly {@code window} packets, or what
+     * A WRITE at MTU 4096 of twice the window (at least 1 MiB) with B's receive held: A sends exactly {@code window} packets, or what
      * the receive buffer holds where that is less (a host with a small net.core.rmem_max; a window above 128 is then
      * not testable and skipped), before it must wait.
      */
@@ -72,9 +111,10 @@ class RoceWindowTest {
             CompletionQueue qb = link.qb();
             QueuePair a = link.a();
             QueuePair b = link.b();
-            MemoryRegion source = pa.allocateMemory(1 << 20, AccessFlag.LOCAL_WRITE);
-            MemoryRegion target = pb.allocateMemory(1 << 20, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE);
-            for (int i = 0; i < 1 << 20; i += 8) {
+            int bytes = Math.max(1 << 20, 2 * window * 4096);
+            MemoryRegion source = pa.allocateMemory(bytes, AccessFlag.LOCAL_WRITE);
+            MemoryRegion target = pb.allocateMemory(bytes, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE);
+            for (int i = 0; i < bytes; i += 8) {
                 source.segment().set(ValueLayout.JAVA_LONG, i, i * 0x9E3779B97F4A7C15L);
             }
             long sentBefore = ca.counters().getOrDefault(Counter.SENT_PKTS, 0L);
@@ -82,7 +122,7 @@ class RoceWindowTest {
             long sent;
             try {
                 a.postSend(new SendWorkRequest().opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
-                    .local(source, 0, 1 << 20).remote(target.address(), target.rkey()));
+                    .local(source, 0, bytes).remote(target.address(), target.rkey()));
                 sent = ca.counters().getOrDefault(Counter.SENT_PKTS, 0L) - sentBefore; // postSend sent them
                 assertEquals(expected, sent, "packets before an ACK");
                 assertEquals(expected, ((RoceQueuePair) a).windowPsns(), "the QP's window");
