@@ -278,48 +278,16 @@ final class RoceContext extends AbstractContext {
             device.guid(), 0, 0, 0, 1L << 40, 4096, 0x10000, 0x4000, 32, 65536, 1 << 20, 1 << 20, 1 << 16, 128,
             128, MAX_INLINE, AtomicCapability.ATOMIC_GLOB, List.of(new PortAttributes(1, PortState.ACTIVE,
             PathMtu.MTU_4096, mtu, LinkLayer.ETHERNET.displayName(), MAX_MESSAGE, addressText)));
-        long spinUs = io.jccl.common.Config.longValue(RECEIVE_SPIN_ENV, 50);
-        if (spinUs < 0 || spinUs > 1_000_000) {
-            closeQuietly();
-            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, RECEIVE_SPIN_ENV + "=" + spinUs
-                + " outside 0..1000000");
-        }
-        receiveSpinNs = spinUs * 1000;
-        long driven = io.jccl.common.Config.longValue(POLL_DRIVEN_ENV, 1);
-        if (driven != 0 && driven != 1) {
-            closeQuietly();
-            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, POLL_DRIVEN_ENV + "=" + driven
-                + ": use 1 (application polls receive) or 0 (only the receive thread)");
-        }
-        pollDriven = driven == 1;
-        long yieldAfter = io.jccl.common.Config.longValue(POLL_YIELD_ENV, POLL_YIELD_DEFAULT);
-        if (yieldAfter < 0 || yieldAfter > 1_000_000) {
-            closeQuietly();
-            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, POLL_YIELD_ENV + "=" + yieldAfter
-                + " outside 0..1000000 (empty polls in a row before a polling thread yields; 0 = never)");
-        }
-        pollYieldAfter = (int) yieldAfter;
-        long waitAfter = io.jccl.common.Config.longValue(POLL_WAIT_ENV, POLL_WAIT_DEFAULT);
-        if (waitAfter < 0 || waitAfter > 1_000_000) {
-            closeQuietly();
-            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, POLL_WAIT_ENV + "=" + waitAfter
-                + " outside 0..1000000 (empty polls in a row before a polling thread waits on the socket; 0 = never)");
-        }
-        pollWaitAfter = (int) waitAfter;
-        long window = io.jccl.common.Config.longValue(WINDOW_ENV, RoceQueuePair.WINDOW_PSNS);
-        if (window < 2 || window > MAX_WINDOW_PSNS) {
-            closeQuietly();
-            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, WINDOW_ENV + "=" + window
-                + " outside 2.." + MAX_WINDOW_PSNS);
-        }
-        maxWindowPsns = (int) window;
-        long flowSport = io.jccl.common.Config.longValue(FLOW_SPORT_ENV, 1);
-        if (flowSport != 0 && flowSport != 1) {
-            closeQuietly();
-            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, FLOW_SPORT_ENV + "=" + flowSport
-                + ": use 1 (each QP sends from its flow-label UDP source port) or 0 (from the context's port)");
-        }
-        flowSourcePorts = flowSport == 1;
+        receiveSpinNs = setting(RECEIVE_SPIN_ENV, 50, 0, 1_000_000, "") * 1000;
+        pollDriven = setting(POLL_DRIVEN_ENV, 1, 0, 1,
+            ": use 1 (application polls receive) or 0 (only the receive thread)") == 1;
+        pollYieldAfter = (int) setting(POLL_YIELD_ENV, POLL_YIELD_DEFAULT, 0, 1_000_000,
+            " (empty polls in a row before a polling thread yields; 0 = never)");
+        pollWaitAfter = (int) setting(POLL_WAIT_ENV, POLL_WAIT_DEFAULT, 0, 1_000_000,
+            " (empty polls in a row before a polling thread waits on the socket; 0 = never)");
+        maxWindowPsns = (int) setting(WINDOW_ENV, RoceQueuePair.WINDOW_PSNS, 2, MAX_WINDOW_PSNS, "");
+        flowSourcePorts = setting(FLOW_SPORT_ENV, 1, 0, 1,
+            ": use 1 (each QP sends from its flow-label UDP source port) or 0 (from the context's port)") == 1;
         pKeys = settings.pKeys().stream().mapToInt(Integer::intValue).toArray();
         try {
             congestion = RoceCongestionSettings.fromConfig();
@@ -1182,6 +1150,20 @@ final class RoceContext extends AbstractContext {
             Thread.onSpinWait();
         }
         closeQuietly();
+    }
+
+    /**
+     * A numeric setting read from the environment within {@code min..max}; outside it the context closes what it
+     * opened and fails with the setting, its value and {@code hint} (a choice's meaning) or the range.
+     */
+    private long setting(String env, long defaultValue, long min, long max, String hint) {
+        long value = io.jccl.common.Config.longValue(env, defaultValue);
+        if (value < min || value > max) {
+            closeQuietly();
+            String why = max - min == 1 && !hint.isEmpty() ? hint : " outside " + min + ".." + max + hint;
+            throw new VerbsException(VerbsException.Reason.INVALID_ARGUMENT, env + "=" + value + why);
+        }
+        return value;
     }
 
     private void closeQuietly() {

@@ -88,6 +88,28 @@ class RoceWindowTest {
         assertTrue(e.getMessage().contains("JCCL_ROCE_WINDOW_PSNS=1"), e.getMessage());
     }
 
+    /** Each numeric roce0 setting refuses a value outside its range, naming the setting and what it means. */
+    @Test
+    void shouldRefuseEveryPollingSettingOutsideItsRange() {
+        String[][] cases = {
+            {"jccl.roce.rx.spin.us", "-1", "JCCL_ROCE_RX_SPIN_US=-1 outside 0..1000000"},
+            {"jccl.roce.poll.driven", "2", "JCCL_ROCE_POLL_DRIVEN=2: use 1 (application polls receive)"},
+            {"jccl.roce.poll.yield", "1000001", "JCCL_ROCE_POLL_YIELD=1000001 outside 0..1000000 (empty polls"},
+            {"jccl.roce.poll.wait", "-5", "JCCL_ROCE_POLL_WAIT=-5 outside 0..1000000 (empty polls in a row before"},
+            {"jccl.roce.flow.sport", "7", "JCCL_ROCE_FLOW_SPORT=7: use 1 (each QP sends from its flow-label"},
+        };
+        for (String[] c : cases) {
+            System.setProperty(c[0], c[1]);
+            try {
+                VerbsException e = assertThrows(VerbsException.class,
+                    () -> RoceProvider.device().open(new RoceSettings("127.0.0.1", 0, 4096)).close(), c[0]);
+                assertTrue(e.getMessage().contains(c[2]), e.getMessage());
+            } finally {
+                System.clearProperty(c[0]);
+            }
+        }
+    }
+
     /**
      * A WRITE at MTU 4096 of twice the window (at least 1 MiB) with B's receive held: A sends exactly {@code window} packets, or what
      * the receive buffer holds where that is less (a host with a small net.core.rmem_max; a window above 128 is then
