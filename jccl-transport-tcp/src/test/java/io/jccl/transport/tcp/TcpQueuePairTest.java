@@ -648,6 +648,65 @@ class TcpQueuePairTest {
     }
 
     /**
+     * A CQ poll reads the socket only after a gap once a read found it empty (a quarter of the wait so far, at most
+     * 8 µs): a lookup waiting for its answers no longer makes one empty {@code read()} per poll. The responder's
+     * lock is held so the READ cannot be answered; 100 000 polls then make at most ~20 reads plus one per 8 µs
+     * (100 000 before), and the answer is still picked up once it can be given.
+     */
+    @Test
+    void shouldNotReadTheSocketAtEveryPollWhileWaitingForAnAnswer() {
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        MemoryRegion la = a.pd().allocateMemory(4096, ALL);
+        MemoryRegion rb = b.pd().allocateMemory(4096, ALL);
+        rb.segment().set(ValueLayout.JAVA_LONG, 0, 0x5EEDL);
+        SendWorkRequest read = new SendWorkRequest().opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
+            .remote(rb.address(), rb.rkey()).local(la, 0, 8);
+        a.qp().postSend(read.wrId(1));
+        pollSuccess(a.cq()); // connected, and both sides past the handshake
+        TcpQueuePair requester = (TcpQueuePair) a.qp();
+        TcpQueuePair responder = (TcpQueuePair) b.qp();
+        WorkCompletion[] wc = {new WorkCompletion()};
+        int polls = 100_000;
+        long attempts;
+        long skipped;
+        long elapsedNs;
+        responder.lock().lock(); // nobody can answer: every read of the requester's socket finds it empty
+        try {
+            a.qp().postSend(read.wrId(2));
+            long attempts0 = requester.input.readAttempts();
+            long skipped0 = requester.pollReadsSkipped;
+            long startNs = System.nanoTime();
+            for (int i = 0; i < polls; i++) {
+                assertEquals(0, a.cq().poll(wc, 1), "answered while the responder was held");
+            }
+            elapsedNs = System.nanoTime() - startNs;
+            requester.lock().lock();
+            try {
+                attempts = requester.input.readAttempts() - attempts0;
+                skipped = requester.pollReadsSkipped - skipped0;
+            } finally {
+                requester.lock().unlock();
+            }
+        } finally {
+            responder.lock().unlock();
+        }
+        assertEquals(2, pollSuccess(a.cq()).wrId());
+        assertEquals(0x5EEDL, la.segment().get(ValueLayout.JAVA_LONG, 0));
+        long bound = 20 + elapsedNs / TcpQueuePair.POLL_READ_GAP_MAX_NS;
+        assertTrue(attempts <= bound && skipped > 0, polls + " polls over " + elapsedNs / 1000 + " us read the "
+            + "socket " + attempts + " times (at most " + bound + " allowed), skipped " + skipped);
+    }
+
+    @Test
+    void shouldGrowThePollReadGapWithTheWait() {
+        assertEquals(TcpQueuePair.POLL_READ_GAP_MIN_NS, TcpQueuePair.pollReadGapNs(0));
+        assertEquals(5_000L, TcpQueuePair.pollReadGapNs(20_000L));
+        assertEquals(TcpQueuePair.POLL_READ_GAP_MAX_NS, TcpQueuePair.pollReadGapNs(1_000_000L));
+    }
+
+    /**
      * A READ of a READ_LIST that fails the responder's checks (a wrong rkey, bytes beyond the region) completes with
      * REM_ACCESS_ERR, the READs before it with their bytes, the ones after it flushed: as ibv_post_send of the same
      * list on an RC QP, for which the list is only framing.
