@@ -66,12 +66,13 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     /** Why the last connection was dropped for bad input (diagnostics; shown by toString). */
     private volatile String lastProtocolError;
     /**
-     * Empty polls of the socket by CQ polls: after a poll's read found nothing, the next poll reads again only
-     * {@link #pollReadGapNs} later, a gap that grows with the wait (a quarter of it, 1 to 8 µs): a lookup waiting
-     * 150 µs for 256 rows polled the socket every ~3 µs, 40-odd empty {@code read()}s per batch, CPU its server
-     * needed on a loaded host; the answer is picked up at most a quarter of the wait (≤ 8 µs) late. Lock held.
+     * Empty polls of the socket by CQ polls: once the socket has been empty for {@link #POLL_READ_GAP_AFTER_NS}
+     * (longer than a loopback round trip, so ping-pongs are not touched), a poll reads it again only
+     * {@link #pollReadGapNs} after the last empty read, a quarter of the wait so far, at most 8 µs: a lookup
+     * waiting 150 µs for 256 rows polled the socket every ~3 µs, 30-odd empty {@code read()}s per batch, CPU its
+     * server needed on a loaded host; the answer is picked up at most a quarter of the wait (≤ 8 µs) late. Lock held.
      */
-    static final long POLL_READ_GAP_MIN_NS = 1_000L;
+    static final long POLL_READ_GAP_AFTER_NS = 16_000L;
     static final long POLL_READ_GAP_MAX_NS = 8_000L;
     /** When the current run of empty poll reads began (0: the last read had data). Lock held. */
     private long emptyPollReadsSinceNs;
@@ -391,7 +392,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     }
 
     /**
-     * A CQ poll's read of the socket, skipped while an empty run's gap lasts (see {@link #POLL_READ_GAP_MIN_NS}):
+     * A CQ poll's read of the socket, skipped while an empty run's gap lasts (see {@link #POLL_READ_GAP_AFTER_NS}):
      * polls come far more often than data, and each empty read is a system call. Lock held.
      */
     private int pollRead(long now) throws IOException {
@@ -418,9 +419,12 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         return work;
     }
 
-    /** The gap before the next poll read after {@code emptyForNs} of empty ones: a quarter, 1 to 8 µs. */
+    /**
+     * The gap before the next poll read after {@code emptyForNs} of empty ones: none for the first 16 µs, then a
+     * quarter of the wait, at most 8 µs.
+     */
     static long pollReadGapNs(long emptyForNs) {
-        return Math.min(POLL_READ_GAP_MAX_NS, Math.max(POLL_READ_GAP_MIN_NS, emptyForNs >> 2));
+        return emptyForNs < POLL_READ_GAP_AFTER_NS ? 0 : Math.min(POLL_READ_GAP_MAX_NS, emptyForNs >> 2);
     }
 
     // ================================================================================================ I/O rounds
