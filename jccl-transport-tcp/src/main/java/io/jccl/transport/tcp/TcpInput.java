@@ -59,6 +59,8 @@ final class TcpInput {
     private long readCalls;
     /** Every {@code read()} on the connection's socket, empty ones included (tests, diagnostics). */
     private long readAttempts;
+    /** Whether the last {@code readIntoStaging} left room in the buffer: the socket was drained. */
+    private boolean stagingReadDrained;
     /** Whether the last read into staging inside {@link #fillSink} left room (the socket had nothing more). */
     private boolean sinkReadDrained;
     /** Entries of the READ_LIST being parsed still to come, and the next one's PSN. */
@@ -98,6 +100,23 @@ final class TcpInput {
     /** {@code read()} calls that returned bytes on this QP's sockets so far (empty polls not counted). */
     long readCalls() {
         return readCalls;
+    }
+
+    /**
+     * One {@code read()} into the staging buffer's free space, which is then flipped for parsing; sets
+     * {@code stagingReadDrained} (the read left room, so the socket had no more).
+     */
+    private int readIntoStaging(SocketChannel channel) throws IOException {
+        int room = staging.remaining();
+        readAttempts++;
+        int n;
+        try {
+            n = channel.read(staging);
+        } finally {
+            staging.flip();
+        }
+        stagingReadDrained = n < room;
+        return n;
     }
 
     /** Every {@code read()} so far, those that found the socket empty included. */
@@ -209,15 +228,8 @@ final class TcpInput {
             } else {
                 staging.clear(); // the common case, and every empty poll: no copy, no memory-session access
             }
-            int n;
-            int room = staging.remaining();
-            readAttempts++;
-            try {
-                n = channel.read(staging);
-            } finally {
-                staging.flip();
-            }
-            drained = n < room;
+            int n = readIntoStaging(channel);
+            drained = stagingReadDrained;
             if (n < 0) {
                 if (staging.hasRemaining()) {
                     counters.increment(Counter.PORT_RCV_ERRORS); // the stream ended inside a frame header
@@ -365,15 +377,9 @@ final class TcpInput {
                 // A small piece: read what the socket has into staging; the loop copies this piece from it and the
                 // frames behind it are parsed from there (one read() per 32 KiB, not one per row of a list).
                 staging.clear();
-                int room = staging.remaining();
-                readAttempts++;
-                try {
-                    n = channel.read(staging);
-                } finally {
-                    staging.flip();
-                }
+                n = readIntoStaging(channel);
                 if (n > 0) {
-                    sinkReadDrained = n < room;
+                    sinkReadDrained = stagingReadDrained;
                     readCalls++;
                     connection.received(System.nanoTime());
                     continue;

@@ -521,17 +521,16 @@ class TcpQueuePairTest {
         assertEquals(total / 2, received);
     }
 
+    /** Two connected QPs for a list of READs, the table filled, one READ done (so counters start after set-up). */
+    private record ReadList(Side a, Side b, MemoryRegion sink, MemoryRegion table, SendWorkRequest[] list) {
+    }
+
     /**
-     * A list of 256 small READs (twice the READ depth of 128) costs O(1) system calls on both sides: the requester
-     * writes the first 128 requests with one {@code write()} and the rest as responses free the depth, the responder
-     * answers each input read's requests with one {@code write()} per 32 KiB of responses. Before frames were
-     * coalesced every request and every response was a {@code write()} of its own (256 on each side).
+     * A requester that may post {@code reads} READs of {@code size} bytes with {@code depth} of them in flight, a
+     * table of as many rows at the responder, one READ done first (the connection is up and both sides' counters
+     * start after the handshake), and the list reading row i into sink row i.
      */
-    @Test
-    void shouldCarryAListOfSmallReadsAndTheirResponsesInFewSystemCalls() {
-        int depth = 128;
-        int reads = 256;
-        int size = 256;
+    private ReadList readList(int reads, int size, int depth) {
         Side a = Side.create(ca, QueuePairInitAttributes.of(ca.createCompletionQueue(4)).withDepths(reads, 4));
         Side b = Side.create(cb, QueuePairInitAttributes.of(cb.createCompletionQueue(4)).withDepths(4, 4));
         a.qp().modify(QueuePairAttributes.toReadyToReceive(b.qp().localEndpoint()).maxDestRdAtomic(depth));
@@ -543,7 +542,6 @@ class TcpQueuePairTest {
         for (int i = 0; i < reads * size / 4; i++) {
             table.segment().setAtIndex(ValueLayout.JAVA_INT, i, i * 31 + 7);
         }
-        // One READ first: the connection is up and both sides' counters start after the handshake.
         a.qp().postSend(new SendWorkRequest().wrId(-1).opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
             .remote(table.address(), table.rkey()).local(sink, 0, 8));
         pollSuccess(a.cq());
@@ -552,6 +550,26 @@ class TcpQueuePairTest {
             list[i] = new SendWorkRequest().wrId(i).opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
                 .remote(table.address() + (long) i * size, table.rkey()).local(sink, (long) i * size, size);
         }
+        return new ReadList(a, b, sink, table, list);
+    }
+
+    /**
+     * A list of 256 small READs (twice the READ depth of 128) costs O(1) system calls on both sides: the requester
+     * writes the first 128 requests with one {@code write()} and the rest as responses free the depth, the responder
+     * answers each input read's requests with one {@code write()} per 32 KiB of responses. Before frames were
+     * coalesced every request and every response was a {@code write()} of its own (256 on each side).
+     */
+    @Test
+    void shouldCarryAListOfSmallReadsAndTheirResponsesInFewSystemCalls() {
+        int depth = 128;
+        int reads = 256;
+        int size = 256;
+        ReadList bed = readList(reads, size, depth);
+        Side a = bed.a();
+        Side b = bed.b();
+        MemoryRegion sink = bed.sink();
+        MemoryRegion table = bed.table();
+        SendWorkRequest[] list = bed.list();
         TcpQueuePair requester = (TcpQueuePair) a.qp();
         TcpQueuePair responder = (TcpQueuePair) b.qp();
         long[] req0 = requester.ioCounts();
@@ -599,25 +617,12 @@ class TcpQueuePairTest {
         int depth = 128;
         int reads = 128;
         int size = 1000;
-        Side a = Side.create(ca, QueuePairInitAttributes.of(ca.createCompletionQueue(4)).withDepths(reads, 4));
-        Side b = Side.create(cb, QueuePairInitAttributes.of(cb.createCompletionQueue(4)).withDepths(4, 4));
-        a.qp().modify(QueuePairAttributes.toReadyToReceive(b.qp().localEndpoint()).maxDestRdAtomic(depth));
-        b.qp().modify(QueuePairAttributes.toReadyToReceive(a.qp().localEndpoint()).maxDestRdAtomic(depth));
-        a.qp().modify(QueuePairAttributes.toReadyToSend(a.qp().initialPsn()).maxRdAtomic(depth));
-        b.qp().modify(QueuePairAttributes.toReadyToSend(b.qp().initialPsn()).maxRdAtomic(depth));
-        MemoryRegion sink = a.pd().allocateMemory((long) reads * size, ALL);
-        MemoryRegion table = b.pd().allocateMemory((long) reads * size, ALL);
-        for (int i = 0; i < reads * size / 4; i++) {
-            table.segment().setAtIndex(ValueLayout.JAVA_INT, i, i * 31 + 7);
-        }
-        a.qp().postSend(new SendWorkRequest().wrId(-1).opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
-            .remote(table.address(), table.rkey()).local(sink, 0, 8));
-        pollSuccess(a.cq());
-        SendWorkRequest[] list = new SendWorkRequest[reads];
-        for (int i = 0; i < reads; i++) {
-            list[i] = new SendWorkRequest().wrId(i).opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
-                .remote(table.address() + (long) i * size, table.rkey()).local(sink, (long) i * size, size);
-        }
+        ReadList bed = readList(reads, size, depth);
+        Side a = bed.a();
+        Side b = bed.b();
+        MemoryRegion sink = bed.sink();
+        MemoryRegion table = bed.table();
+        SendWorkRequest[] list = bed.list();
         TcpQueuePair requester = (TcpQueuePair) a.qp();
         TcpQueuePair responder = (TcpQueuePair) b.qp();
         long[] lists0 = responder.listCounts();
