@@ -67,6 +67,8 @@ final class TcpResponder {
     private long piggybackedAcks;
     /** READ_RESPONSE_LIST frames built (tests, diagnostics). */
     private long responseLists;
+    /** Payload bytes of the responses the last {@link #listableResponses} counted. */
+    private long listableBytes;
 
     TcpResponder(TcpQueuePair qp) {
         this.qp = qp;
@@ -312,7 +314,7 @@ final class TcpResponder {
                 int length = respLength[i];
                 int count = listableResponses();
                 if (count > 1) {
-                    buildResponseList(count);
+                    buildResponseList(count, listableBytes);
                     return;
                 }
                 output.header(Wire.READ_RESPONSE, 0, 0, 0, psn, length, 0, 0, 0, 0, 0);
@@ -356,19 +358,17 @@ final class TcpResponder {
             }
             total += length;
         }
+        listableBytes = total;
         return count;
     }
 
     /**
-     * Builds one READ_RESPONSE_LIST for the {@code count} READ responses at the ring's head: one header, then each
+     * Builds one READ_RESPONSE_LIST for the {@code count} READ responses at the ring's head ({@code total} payload
+     * bytes, as {@link #listableResponses} summed them): one header, then each
      * READ's bytes copied behind it, in order (the frame is written with the frames coalesced before it).
      */
-    private void buildResponseList(int count) {
+    private void buildResponseList(int count, long total) {
         int n = respType.length;
-        long total = 0;
-        for (int k = 0; k < count; k++) {
-            total += respLength[(int) ((head + k) % n)];
-        }
         output.header(Wire.READ_RESPONSE_LIST, 0, 0, 0, respPsn[(int) (head % n)], (int) total, 0, 0, 0, 0, count);
         MemorySegment frame = output.frameSegment();
         long at = output.payloadOffset();

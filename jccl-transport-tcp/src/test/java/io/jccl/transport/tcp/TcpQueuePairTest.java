@@ -565,22 +565,17 @@ class TcpQueuePairTest {
         int reads = 256;
         int size = 256;
         ReadList bed = readList(reads, size, depth);
-        Side a = bed.a();
-        Side b = bed.b();
-        MemoryRegion sink = bed.sink();
-        MemoryRegion table = bed.table();
-        SendWorkRequest[] list = bed.list();
-        TcpQueuePair requester = (TcpQueuePair) a.qp();
-        TcpQueuePair responder = (TcpQueuePair) b.qp();
+        TcpQueuePair requester = (TcpQueuePair) bed.a().qp();
+        TcpQueuePair responder = (TcpQueuePair) bed.b().qp();
         long[] req0 = requester.ioCounts();
         long[] resp0 = responder.ioCounts();
         long[] lists0 = responder.listCounts();
-        assertEquals(reads, a.qp().postSend(list, reads));
+        assertEquals(reads, bed.a().qp().postSend(bed.list(), reads));
         for (int i = 0; i < reads; i++) {
-            WorkCompletion wc = pollSuccess(a.cq());
+            WorkCompletion wc = pollSuccess(bed.a().cq());
             assertEquals(i, wc.wrId(), "in-order completion");
         }
-        assertEquals(-1, sink.segment().mismatch(table.segment()), "every READ returned its bytes");
+        assertEquals(-1, bed.sink().segment().mismatch(bed.table().segment()), "every READ returned its bytes");
         long[] req1 = requester.ioCounts();
         long[] resp1 = responder.ioCounts();
         long requestFrames = req1[1] - req0[1];
@@ -618,13 +613,8 @@ class TcpQueuePairTest {
         int reads = 128;
         int size = 1000;
         ReadList bed = readList(reads, size, depth);
-        Side a = bed.a();
-        Side b = bed.b();
-        MemoryRegion sink = bed.sink();
-        MemoryRegion table = bed.table();
-        SendWorkRequest[] list = bed.list();
-        TcpQueuePair requester = (TcpQueuePair) a.qp();
-        TcpQueuePair responder = (TcpQueuePair) b.qp();
+        TcpQueuePair requester = (TcpQueuePair) bed.a().qp();
+        TcpQueuePair responder = (TcpQueuePair) bed.b().qp();
         long[] lists0 = responder.listCounts();
         long[] req0;
         // Let the responses pile up in the socket (the responder's progress thread answers; the requester's cannot
@@ -632,7 +622,7 @@ class TcpQueuePairTest {
         // assertion, the count below holds either way.
         requester.lock().lock();
         try {
-            assertEquals(reads, a.qp().postSend(list, reads));
+            assertEquals(reads, bed.a().qp().postSend(bed.list(), reads));
             long deadline = System.nanoTime() + 10_000_000_000L;
             while (responder.listCounts()[2] - lists0[2] < 3 && System.nanoTime() < deadline) {
                 Thread.sleep(1);
@@ -643,10 +633,10 @@ class TcpQueuePairTest {
             requester.lock().unlock();
         }
         for (int i = 0; i < reads; i++) {
-            assertEquals(i, pollSuccess(a.cq()).wrId(), "in-order completion");
+            assertEquals(i, pollSuccess(bed.a().cq()).wrId(), "in-order completion");
         }
         long[] req1 = requester.ioCounts();
-        assertEquals(-1, sink.segment().mismatch(table.segment()), "every READ returned its bytes");
+        assertEquals(-1, bed.sink().segment().mismatch(bed.table().segment()), "every READ returned its bytes");
         long dataReads = req1[2] - req0[2];
         assertTrue(dataReads <= 12, reads + " READs of " + size + " B took " + dataReads + " read() calls with data ("
             + (req1[3] - req0[3]) + " in all) at the requester: small payload pieces go through staging");
