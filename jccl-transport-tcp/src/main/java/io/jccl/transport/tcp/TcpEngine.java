@@ -7,8 +7,6 @@ import io.jccl.common.idle.Sleeper;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
 import java.util.Arrays;
@@ -28,7 +26,8 @@ import java.util.function.Consumer;
  * do timers: they found nothing to spin for). Waking a blocked thread costs 40–150 µs, so
  * posting threads kick it only when it must look at once, and {@link #wakeupIfSleeping()} pays for
  * {@link Selector#wakeup()} only when the thread is really blocked. Spinning helps only while a core is free: while
- * the 1-minute load average is at or above the number of cores the thread blocks at once.
+ * the 1-minute load average, less this thread's own share of it, is at or above the number of cores the thread
+ * blocks at once ({@link SpinGate}).
  *
  * <p>Who drives each QP's socket, and when this thread goes into <em>standby</em> (parks and looks every tick while
  * application threads drive every connected QP), is decided by its {@link IoDriverPolicy}.
@@ -45,7 +44,6 @@ final class TcpEngine implements Runnable {
     private static final int SELECTING = 1;
     private static final int PARKED = 2;
     private static final long LOAD_CHECK_NS = 250_000_000L;
-    private static final Path LOADAVG = Path.of("/proc/loadavg");
 
     final Selector selector;
     final Thread thread;
@@ -70,6 +68,11 @@ final class TcpEngine implements Runnable {
     private boolean selectReturned;
     /** Whether spinning helps now: not while the machine has more runnable threads than cores. */
     private boolean spinAllowed = true;
+    /** Decides {@link #spinAllowed} and whether each idle period spins; this thread's only. */
+    private final SpinGate spinGate = SpinGate.forThisMachine();
+    /** When the idle period open now began (0: none is), and whether it spins. */
+    private long idleSinceNs;
+    private boolean idleSpins;
     /** Spins as on an idle host whatever the load (tests: the idle-host behaviour on a loaded CI machine). */
     volatile boolean spinDespiteLoad;
     /** A blocking select (without a spin after it) dispatched readiness: the next round skips its selectNow(). */
@@ -225,6 +228,7 @@ final class TcpEngine implements Runnable {
                 boolean driven = policy.standbyWanted(queuePairs, now);
                 if (work > 0 && !driven) {
                     policy.active();
+                    endIdlePeriodWithWork(now);
                     newIdlePeriod();
                     continue;
                 }
@@ -240,15 +244,20 @@ final class TcpEngine implements Runnable {
                 }
                 if (now - loadCheckedNs > LOAD_CHECK_NS) {
                     loadCheckedNs = now;
-                    spinAllowed = spinHelps();
+                    spinAllowed = spinGate.look(now);
                 }
-                IdleStrategy idle = (spinAllowed || spinDespiteLoad) && spinNs > 0 ? spinThenSelect : selectOnly;
+                if (idleSinceNs == 0) {
+                    idleSinceNs = now == 0 ? 1 : now;
+                    idleSpins = spinNs > 0 && spinGate.spinsThisPeriod(spinAllowed || spinDespiteLoad);
+                }
+                IdleStrategy idle = idleSpins ? spinThenSelect : selectOnly;
                 // While input is muted, look every standby tick: its poller may stop without parking.
                 long maxWaitNs = mutedCount > 0 ? IoDriverPolicy.STANDBY_TICK_NS : IDLE_TIMER_NS;
                 idle.idleAtMost(Math.min(nextTimerNs.get() - now, maxWaitNs));
                 if (selectReturned) {
                     selectReturned = false;
                     selectDispatched = idle == selectOnly;
+                    endIdlePeriodWithWork(System.nanoTime());
                     newIdlePeriod();
                 }
             } catch (Throwable t) {
@@ -261,10 +270,18 @@ final class TcpEngine implements Runnable {
         }
     }
 
-    /** Work was done (or a wait ended): the next wait spins again first. */
+    /** Work was done (or a wait ended): the next wait spins again first (where its idle period spins). */
     private void newIdlePeriod() {
         spinThenSelect.reset();
         selectOnly.reset();
+        idleSinceNs = 0;
+    }
+
+    /** Work ended the idle period open now, if one is: the gate learns whether its spin (if it spun) caught it. */
+    private void endIdlePeriodWithWork(long nowNs) {
+        if (idleSinceNs != 0) {
+            spinGate.periodEnded(nowNs - idleSinceNs <= spinNs);
+        }
     }
 
     /**
@@ -309,22 +326,6 @@ final class TcpEngine implements Runnable {
             }
         } finally {
             sleeping = AWAKE;
-        }
-    }
-
-    /**
-     * Spinning only pays while a core is free. On an oversubscribed machine a spinning thread is just another
-     * runnable thread competing for its fair share, while a thread blocked in select() is woken with priority
-     * when data arrives (measured: docs/transport-tcp.md, "Why the I/O policy is what it is").
-     */
-    private static boolean spinHelps() {
-        try {
-            String text = Files.readString(LOADAVG);
-            int end = text.indexOf(' ');
-            double load = Double.parseDouble(end > 0 ? text.substring(0, end) : text.trim());
-            return load < Runtime.getRuntime().availableProcessors();
-        } catch (IOException | RuntimeException e) {
-            return true; // no /proc (not Linux): spin as configured
         }
     }
 

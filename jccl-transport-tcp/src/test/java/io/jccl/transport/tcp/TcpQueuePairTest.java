@@ -876,6 +876,38 @@ class TcpQueuePairTest {
         }
     }
 
+    /**
+     * A client that works 1 ms on each answer: the next request never arrives within the server's 50 µs spin, so the
+     * progress thread stops spinning after a few such idle periods (one in eight still spins, to notice a change).
+     * Spinning each time, every request cost it 50 µs of selectNow() calls.
+     */
+    @Test
+    void shouldStopSpinningForRequestsThatNeverComeWithinTheSpin() throws InterruptedException {
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        MemoryRegion la = a.pd().allocateMemory(4096, ALL);
+        MemoryRegion rb = b.pd().allocateMemory(4096, ALL);
+        SendWorkRequest read = new SendWorkRequest().opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
+            .remote(rb.address(), rb.rkey()).local(la, 0, 256);
+        TcpEngine engine = ((TcpQueuePair) b.qp()).engine; // nobody polls b: its progress thread answers
+        engine.spinDespiteLoad = true; // the idle-host behaviour, whatever the CI host's load
+        int warmUp = 30;
+        int rounds = 100;
+        long selectsBefore = 0;
+        for (int i = 0; i < warmUp + rounds; i++) {
+            if (i == warmUp) {
+                selectsBefore = engine.selectNowCalls;
+            }
+            a.qp().postSend(read.wrId(i));
+            assertEquals(i, pollSuccess(a.cq()).wrId());
+            Thread.sleep(1);
+        }
+        long selectNows = engine.selectNowCalls - selectsBefore;
+        // Spinning every time: 6 800-7 900 (a 50 us spin is 70-80 selectNow()s here); one period in eight: ~1 500.
+        assertTrue(selectNows <= rounds * 35L, rounds + " READs 1 ms apart: " + selectNows + " selectNow() calls");
+    }
+
     @Test
     void shouldRejectBadKeyBeforeTouchingMemoryAndFailBothQueuePairs() {
         Side a = Side.create(ca);
