@@ -810,6 +810,20 @@ class TcpQueuePairTest {
             + "poller held (blocking in select, it looks once per 1 ms tick)");
     }
 
+    /** A side of {@code ca} and one of {@code bContext}, connected, and a's 256-byte READ of b's memory (no wrId). */
+    private record ReadPair(Side a, Side b, SendWorkRequest read) {
+    }
+
+    private ReadPair readPair(Context bContext) {
+        Side a = Side.create(ca);
+        Side b = Side.create(bContext);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        MemoryRegion la = a.pd().allocateMemory(4096, ALL);
+        MemoryRegion rb = b.pd().allocateMemory(4096, ALL);
+        return new ReadPair(a, b, new SendWorkRequest().opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
+            .remote(rb.address(), rb.rkey()).local(la, 0, 256));
+    }
+
     /**
      * A read that leaves room in the staging buffer drained the socket: reading again at once would find it empty,
      * one more system call per I/O round. A responder served by its progress thread, one READ at a time, used two
@@ -817,13 +831,10 @@ class TcpQueuePairTest {
      */
     @Test
     void shouldReadEachRequestOfAPingPongWithOneSystemCall() {
-        Side a = Side.create(ca);
-        Side b = Side.create(cb);
-        TcpTestSupport.connect(a.qp(), b.qp());
-        MemoryRegion la = a.pd().allocateMemory(4096, ALL);
-        MemoryRegion rb = b.pd().allocateMemory(4096, ALL);
-        SendWorkRequest read = new SendWorkRequest().opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
-            .remote(rb.address(), rb.rkey()).local(la, 0, 256);
+        ReadPair pair = readPair(cb);
+        Side a = pair.a();
+        Side b = pair.b();
+        SendWorkRequest read = pair.read();
         a.qp().postSend(read.wrId(0));
         pollSuccess(a.cq());
         TcpQueuePair responder = (TcpQueuePair) b.qp(); // nobody polls b: its progress thread answers
@@ -851,13 +862,10 @@ class TcpQueuePairTest {
         TcpSettings s = TcpTestSupport.loopback();
         try (Context quiet = TcpProvider.device().open(new TcpSettings(s.threads(), s.interfaces(), s.family(),
             s.address(), s.port(), s.socketBufferBytes(), s.connectTimeoutMs(), 0))) {
-            Side a = Side.create(ca);
-            Side b = Side.create(quiet);
-            TcpTestSupport.connect(a.qp(), b.qp());
-            MemoryRegion la = a.pd().allocateMemory(4096, ALL);
-            MemoryRegion rb = b.pd().allocateMemory(4096, ALL);
-            SendWorkRequest read = new SendWorkRequest().opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
-                .remote(rb.address(), rb.rkey()).local(la, 0, 256);
+            ReadPair pair = readPair(quiet);
+            Side a = pair.a();
+            Side b = pair.b();
+            SendWorkRequest read = pair.read();
             a.qp().postSend(read.wrId(0));
             pollSuccess(a.cq());
             TcpEngine engine = ((TcpQueuePair) b.qp()).engine; // nobody polls b: its progress thread answers
@@ -883,13 +891,10 @@ class TcpQueuePairTest {
      */
     @Test
     void shouldStopSpinningForRequestsThatNeverComeWithinTheSpin() throws InterruptedException {
-        Side a = Side.create(ca);
-        Side b = Side.create(cb);
-        TcpTestSupport.connect(a.qp(), b.qp());
-        MemoryRegion la = a.pd().allocateMemory(4096, ALL);
-        MemoryRegion rb = b.pd().allocateMemory(4096, ALL);
-        SendWorkRequest read = new SendWorkRequest().opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
-            .remote(rb.address(), rb.rkey()).local(la, 0, 256);
+        ReadPair pair = readPair(cb);
+        Side a = pair.a();
+        Side b = pair.b();
+        SendWorkRequest read = pair.read();
         TcpEngine engine = ((TcpQueuePair) b.qp()).engine; // nobody polls b: its progress thread answers
         engine.spinDespiteLoad = true; // the idle-host behaviour, whatever the CI host's load
         int warmUp = 30;
