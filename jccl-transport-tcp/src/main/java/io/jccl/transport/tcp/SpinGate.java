@@ -6,10 +6,10 @@ import java.nio.file.Path;
 
 /**
  * Whether a progress thread's spin can pay: only while recent spins caught work ({@link #spinsThisPeriod}), and only
- * while a core is free for it, that is while the 1-minute load
- * average <em>less this thread's own share of it</em> is below the number of cores. The share is estimated as the
- * kernel computes the load: the fraction of the time this thread was runnable (on a core or waiting for one,
- * {@code /proc/thread-self/schedstat}), averaged with the same 1-minute decay.
+ * while a core is free for it, that is while the 1-minute load average <em>less this thread's own share of it</em>
+ * is below the number of cores ({@link #look}). The share is estimated as the kernel computes the load: the fraction
+ * of the time this thread was runnable (on a core or waiting for one, {@code /proc/thread-self/schedstat}), averaged
+ * with the same 1-minute decay.
  *
  * <p>Why the own share: a spinning thread is runnable all the time, so it adds one to the load average it is judged
  * by. A polling client and the server's progress thread on two cores make a load of 2 within a minute of steady
