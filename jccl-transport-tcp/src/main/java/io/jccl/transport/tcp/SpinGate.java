@@ -15,7 +15,7 @@ import java.nio.file.Path;
  * by. A polling client and the server's progress thread on two cores make a load of 2 within a minute of steady
  * traffic, and the plain test (load &lt; cores) then stopped the spin for exactly the client it served, until the
  * load fell again a minute later: bench/embedding, tcp0 lookups of one row, p50 10.6-12.9 µs while spinning against
- * 21.8-27.8 µs once the run's own load had crossed 2.0. Less its own share the test still sees a really
+ * 28.3 µs once the run's own threads had taken the load over 2.0. Less its own share the test still sees a really
  * oversubscribed machine as before (load 6-10 on 2 cores, where a spinning thread made a memory-polling ping-pong
  * take 4-6 ms instead of 0.26 ms: docs/transport-tcp.md, "Why the I/O policy is what it is"). Where the file is
  * missing (no schedstats, not Linux) the share stays 0: the plain test.
