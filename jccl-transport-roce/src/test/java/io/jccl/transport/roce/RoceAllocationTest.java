@@ -83,6 +83,29 @@ class RoceAllocationTest {
         run(false, true);
     }
 
+    /**
+     * The JDK customizes a method handle (generates and loads bytecode for it, ~64 KiB) on the thread that makes its
+     * 128th call from code not yet compiled. For {@code ppoll}, which a polling thread calls only after 256 empty
+     * polls, that call came at any time, minutes into a stream (this class's polling-thread test failed 2 runs in 5
+     * with 65 592 bytes). The downcalls are primed when they are linked; a fresh JVM, so that no earlier test in
+     * this one has done the 128 calls already.
+     */
+    @Test
+    void shouldNotCustomizeAMethodHandleOnTheThreadOfARarePath() throws Exception {
+        java.util.List<String> cmd = new java.util.ArrayList<>(java.util.List.of(
+            ProcessHandle.current().info().command().orElse("java"), "--enable-native-access=ALL-UNNAMED",
+            "-XX:+UseSerialGC", "-Xmx64m", "-cp", System.getProperty("java.class.path"),
+            RareDowncallMain.class.getName()));
+        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        assertTrue(p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS), out);
+        org.junit.jupiter.api.Assumptions.assumeTrue(p.exitValue() != 2, out);
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("allocated (\\d+)").matcher(out);
+        assertTrue(m.find(), out);
+        long bytes = Long.parseLong(m.group(1));
+        assertTrue(bytes < 8192, bytes + " bytes allocated by 254 ppoll waits: " + out);
+    }
+
     private void run(boolean responderPoller) {
         run(responderPoller, false);
     }
