@@ -27,6 +27,10 @@ final class Doorbell {
 
     private static final VarHandle INT = ShmKeyTable.INT;
     private static final long SYS_FUTEX = 202;
+    /** x86-64 {@code getpid}: a system call that does nothing, to prime the handle with. */
+    private static final long SYS_GETPID = 39;
+    /** Calls after which the JDK customizes a method handle ({@code MethodHandleStatics.CUSTOMIZE_THRESHOLD}). */
+    static final int CUSTOMIZE_AFTER_CALLS = 127;
     private static final long FUTEX_WAIT = 0;
     private static final long FUTEX_WAKE = 1;
     private final MemorySegment file;
@@ -58,11 +62,18 @@ final class Doorbell {
             try {
                 if (System.getProperty("os.arch").equals("amd64")) {
                     Linker linker = Linker.nativeLinker();
-                    return linker.downcallHandle(linker.defaultLookup().findOrThrow("syscall"),
+                    MethodHandle syscall = linker.downcallHandle(linker.defaultLookup().findOrThrow("syscall"),
                         FunctionDescriptor.of(ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG,
                             ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG,
                             ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG),
                         Linker.Option.firstVariadicArg(1));
+                    // The JDK customizes a method handle (generates and loads bytecode, ~64 KiB) on the thread that
+                    // makes its 128th call from code not yet compiled: here, not on a sleeper's 128th rare wait
+                    // (roce0's ppoll did that mid-stream: docs/transport-roce.md, "Allocation").
+                    for (int call = 0; call <= CUSTOMIZE_AFTER_CALLS; call++) {
+                        long pid = (long) syscall.invokeExact(SYS_GETPID, 0L, 0L, 0L, 0L, 0L, 0L);
+                    }
+                    return syscall;
                 }
             } catch (Throwable ignored) {
                 // no native access or another architecture: sleepers fall back to bounded parking

@@ -23,6 +23,26 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * 20 s sleep would end by itself.
  */
 class ShmDoorbellTest {
+    /**
+     * The futex handle is customized by the JDK (bytecode generated and loaded, ~64 KiB) where it is linked, not on
+     * the thread of a sleeper's 128th wait, which can come at any time (roce0's ppoll did that mid-stream). A fresh
+     * JVM, so that no earlier test in this one has made the 128 calls already.
+     */
+    @Test
+    void shouldNotCustomizeTheFutexHandleOnASleepersThread() throws Exception {
+        java.util.List<String> cmd = java.util.List.of(ProcessHandle.current().info().command().orElse("java"),
+            "--enable-native-access=ALL-UNNAMED", "-XX:+UseSerialGC", "-Xmx64m", "-cp",
+            System.getProperty("java.class.path"), FutexPrimingMain.class.getName());
+        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        assertTrue(p.waitFor(60, TimeUnit.SECONDS), out);
+        org.junit.jupiter.api.Assumptions.assumeTrue(p.exitValue() != 2, out);
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("allocated (\\d+)").matcher(out);
+        assertTrue(m.find(), out);
+        long bytes = Long.parseLong(m.group(1));
+        assertTrue(bytes < 8192, bytes + " bytes allocated by 254 futex-handle calls: " + out);
+    }
+
     private static final long LONG_SLEEP_NS = TimeUnit.SECONDS.toNanos(20);
 
     @Test
