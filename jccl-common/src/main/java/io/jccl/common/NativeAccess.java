@@ -8,6 +8,16 @@ package io.jccl.common;
  * "full or not writable?").
  */
 public final class NativeAccess {
+    /**
+     * Invocations of a method handle (a downcall among them) from code not yet compiled after which the JDK
+     * "customizes" it: generates and loads bytecode for that handle, ~64 KiB of allocation and a class load, on the
+     * thread that makes the next call ({@code java.lang.invoke.MethodHandleStatics.CUSTOMIZE_THRESHOLD}, 127). A
+     * downcall that a data path makes only on rare occasions (a poller's wait) reaches it at any moment, minutes into
+     * a stream, on an application thread that allocates nothing otherwise; such handles are called this many times
+     * plus one, harmlessly, where they are linked.
+     */
+    public static final int CUSTOMIZE_AFTER_CALLS = 127;
+
     private NativeAccess() {
     }
 

@@ -22,7 +22,7 @@ public final class RareDowncallMain {
         long self = Thread.currentThread().threadId();
         try (FfmUdpSocket socket = new FfmUdpSocket(InetAddress.getLoopbackAddress(), 0)) {
             long before = threads.getThreadAllocatedBytes(self);
-            for (int wait = 0; wait < 2 * FfmUdpSocket.CUSTOMIZE_AFTER_CALLS; wait++) {
+            for (int wait = 0; wait < 2 * io.jccl.common.NativeAccess.CUSTOMIZE_AFTER_CALLS; wait++) {
                 socket.awaitFromPoller(0);
             }
             System.out.println("allocated " + (threads.getThreadAllocatedBytes(self) - before));

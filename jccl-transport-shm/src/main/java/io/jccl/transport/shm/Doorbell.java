@@ -1,5 +1,7 @@
 package io.jccl.transport.shm;
 
+import io.jccl.common.NativeAccess;
+
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
@@ -29,8 +31,7 @@ final class Doorbell {
     private static final long SYS_FUTEX = 202;
     /** x86-64 {@code getpid}: a system call that does nothing, to prime the handle with. */
     private static final long SYS_GETPID = 39;
-    /** Calls after which the JDK customizes a method handle ({@code MethodHandleStatics.CUSTOMIZE_THRESHOLD}). */
-    static final int CUSTOMIZE_AFTER_CALLS = 127;
+
     private static final long FUTEX_WAIT = 0;
     private static final long FUTEX_WAKE = 1;
     private final MemorySegment file;
@@ -67,10 +68,8 @@ final class Doorbell {
                             ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG,
                             ValueLayout.JAVA_LONG, ValueLayout.JAVA_LONG),
                         Linker.Option.firstVariadicArg(1));
-                    // The JDK customizes a method handle (generates and loads bytecode, ~64 KiB) on the thread that
-                    // makes its 128th call from code not yet compiled: here, not on a sleeper's 128th rare wait
-                    // (roce0's ppoll did that mid-stream: docs/transport-roce.md, "Allocation").
-                    for (int call = 0; call <= CUSTOMIZE_AFTER_CALLS; call++) {
+                    // customized here, not on a sleeper's 128th rare wait (NativeAccess.CUSTOMIZE_AFTER_CALLS)
+                    for (int call = 0; call <= NativeAccess.CUSTOMIZE_AFTER_CALLS; call++) {
                         long pid = (long) syscall.invokeExact(SYS_GETPID, 0L, 0L, 0L, 0L, 0L, 0L);
                     }
                     return syscall;

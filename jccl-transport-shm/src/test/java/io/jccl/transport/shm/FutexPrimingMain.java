@@ -23,7 +23,7 @@ public final class FutexPrimingMain {
         long self = Thread.currentThread().threadId();
         long before = threads.getThreadAllocatedBytes(self);
         long pids = 0;
-        for (int call = 0; call < 2 * Doorbell.CUSTOMIZE_AFTER_CALLS; call++) {
+        for (int call = 0; call < 2 * io.jccl.common.NativeAccess.CUSTOMIZE_AFTER_CALLS; call++) {
             pids += (long) syscall.invokeExact(39L, 0L, 0L, 0L, 0L, 0L, 0L);
         }
         System.out.println("allocated " + (threads.getThreadAllocatedBytes(self) - before) + " (" + pids + ")");

@@ -650,14 +650,12 @@ class TcpQueuePairTest {
      */
     @Test
     void shouldNotReadTheSocketAtEveryPollWhileWaitingForAnAnswer() {
-        Side a = Side.create(ca);
-        Side b = Side.create(cb);
-        TcpTestSupport.connect(a.qp(), b.qp());
-        MemoryRegion la = a.pd().allocateMemory(4096, ALL);
-        MemoryRegion rb = b.pd().allocateMemory(4096, ALL);
-        rb.segment().set(ValueLayout.JAVA_LONG, 0, 0x5EEDL);
-        SendWorkRequest read = new SendWorkRequest().opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
-            .remote(rb.address(), rb.rkey()).local(la, 0, 8);
+        ReadPair pair = readPair(cb, 8);
+        Side a = pair.a();
+        Side b = pair.b();
+        MemoryRegion la = pair.la();
+        pair.rb().segment().set(ValueLayout.JAVA_LONG, 0, 0x5EEDL);
+        SendWorkRequest read = pair.read();
         a.qp().postSend(read.wrId(1));
         pollSuccess(a.cq()); // connected, and both sides past the handshake
         TcpQueuePair requester = (TcpQueuePair) a.qp();
@@ -810,18 +808,21 @@ class TcpQueuePairTest {
             + "poller held (blocking in select, it looks once per 1 ms tick)");
     }
 
-    /** A side of {@code ca} and one of {@code bContext}, connected, and a's 256-byte READ of b's memory (no wrId). */
-    private record ReadPair(Side a, Side b, SendWorkRequest read) {
+    /**
+     * A side of {@code ca} and one of {@code bContext}, connected, 4 KiB regions on each ({@code la}, {@code rb}), and
+     * a's READ of {@code length} bytes of b's region into its own (no wrId).
+     */
+    private record ReadPair(Side a, Side b, MemoryRegion la, MemoryRegion rb, SendWorkRequest read) {
     }
 
-    private ReadPair readPair(Context bContext) {
+    private ReadPair readPair(Context bContext, int length) {
         Side a = Side.create(ca);
         Side b = Side.create(bContext);
         TcpTestSupport.connect(a.qp(), b.qp());
         MemoryRegion la = a.pd().allocateMemory(4096, ALL);
         MemoryRegion rb = b.pd().allocateMemory(4096, ALL);
-        return new ReadPair(a, b, new SendWorkRequest().opcode(SendOpcode.RDMA_READ).flags(SendFlag.SIGNALED)
-            .remote(rb.address(), rb.rkey()).local(la, 0, 256));
+        return new ReadPair(a, b, la, rb, new SendWorkRequest().opcode(SendOpcode.RDMA_READ)
+            .flags(SendFlag.SIGNALED).remote(rb.address(), rb.rkey()).local(la, 0, length));
     }
 
     /**
@@ -831,7 +832,7 @@ class TcpQueuePairTest {
      */
     @Test
     void shouldReadEachRequestOfAPingPongWithOneSystemCall() {
-        ReadPair pair = readPair(cb);
+        ReadPair pair = readPair(cb, 256);
         Side a = pair.a();
         Side b = pair.b();
         SendWorkRequest read = pair.read();
@@ -862,7 +863,7 @@ class TcpQueuePairTest {
         TcpSettings s = TcpTestSupport.loopback();
         try (Context quiet = TcpProvider.device().open(new TcpSettings(s.threads(), s.interfaces(), s.family(),
             s.address(), s.port(), s.socketBufferBytes(), s.connectTimeoutMs(), 0))) {
-            ReadPair pair = readPair(quiet);
+            ReadPair pair = readPair(quiet, 256);
             Side a = pair.a();
             Side b = pair.b();
             SendWorkRequest read = pair.read();
@@ -891,7 +892,7 @@ class TcpQueuePairTest {
      */
     @Test
     void shouldStopSpinningForRequestsThatNeverComeWithinTheSpin() throws InterruptedException {
-        ReadPair pair = readPair(cb);
+        ReadPair pair = readPair(cb, 256);
         Side a = pair.a();
         Side b = pair.b();
         SendWorkRequest read = pair.read();
