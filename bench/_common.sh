@@ -4,6 +4,7 @@ BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 JCCL_ROOT="$(dirname "$BENCH_DIR")"
 # shellcheck source=../scripts/env.sh
 source "$JCCL_ROOT/scripts/env.sh"
+# OMP_NUM_THREADS=1 also makes nproc print 1: the scripts' headers count cores with `env -u OMP_NUM_THREADS nproc`
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 BENCH_JAR="$JCCL_ROOT/jccl-benchmarks/target/jccl-benchmarks-0.2.0.jar"
 
