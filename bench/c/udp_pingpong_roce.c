@@ -1,0 +1,154 @@
+// udp_pingpong_roce: the kernel's floor for roce0's 8-byte WRITE ping-pong (docs/transport-roce.md, "The 8 B
+// floor"): udp_pingpong's two threads and busy-polled sockets on 127.0.0.1, but each hop made of the system calls
+// roce0 makes for it, with no JVM and no RoCE processing (the bytes are not headers, nothing is checked).
+//
+//   udp_pingpong_roce MODE ITERATIONS
+//   MODE plain  : sendto() of 8 bytes, recv() (what udp_pingpong does)
+//        single : roce0's socket options (IP_MTU_DISCOVER DO, IP_RECVTOS, IP_TOS ECT(0), UDP_GRO on the receiving
+//                 socket), one sendmmsg() of one 40-byte datagram in three iovecs (header, payload, ICRC: a WRITE
+//                 ONLY of 8 bytes), recvmmsg() of one slot with a control buffer
+//        roce   : the same, but the datagram is what roce0 sends per hop: the answer (40 bytes) and the ACK of the
+//                 request it answers (20 bytes) as one UDP GSO message with UDP_SEGMENT 40, received through GRO
+//                 as one datagram
+// Output: udp_pingpong_roce,MODE,ITERATIONS,t_min_us,t_typical_us (median),t_avg_us (one way: round trip / 2)
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+enum { PLAIN, SINGLE, ROCE };
+static int mode, iterations;
+static struct sockaddr_in ping_addr, pong_addr;
+static int ping_fd, pong_fd;
+static char tx[2][256], rx[2][65536], control_in[2][128], control_out[2][64];
+
+static int open_socket(struct sockaddr_in *addr) {
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    if (fd < 0) { perror("socket"); exit(1); }
+    if (mode != PLAIN) {
+        int one = 1, pmtu = IP_PMTUDISC_DO, tos = 2;
+        setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+        setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
+        setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
+        if (setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one) != 0) { perror("UDP_GRO"); exit(1); }
+    }
+    memset(addr, 0, sizeof *addr);
+    addr->sin_family = AF_INET;
+    addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *) addr, sizeof *addr) != 0) { perror("bind"); exit(1); }
+    socklen_t len = sizeof *addr;
+    getsockname(fd, (struct sockaddr *) addr, &len);
+    return fd;
+}
+
+static void send_hop(int side, int fd, struct sockaddr_in *to) {
+    if (mode == PLAIN) {
+        while (sendto(fd, tx[side], 8, 0, (struct sockaddr *) to, sizeof *to) != 8) {}
+        return;
+    }
+    // header (BTH + RETH), payload, ICRC; for ROCE a fourth iovec: the ACK (BTH + AETH + ICRC)
+    struct iovec iov[4] = {{tx[side], 28}, {tx[side] + 64, 8}, {tx[side] + 96, 4}, {tx[side] + 128, 20}};
+    struct mmsghdr m;
+    memset(&m, 0, sizeof m);
+    m.msg_hdr.msg_name = to;
+    m.msg_hdr.msg_namelen = sizeof *to;
+    m.msg_hdr.msg_iov = iov;
+    m.msg_hdr.msg_iovlen = mode == ROCE ? 4 : 3;
+    if (mode == ROCE) {
+        struct cmsghdr *c = (struct cmsghdr *) control_out[side];
+        c->cmsg_level = SOL_UDP;
+        c->cmsg_type = UDP_SEGMENT;
+        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        *(uint16_t *) CMSG_DATA(c) = 40;
+        m.msg_hdr.msg_control = control_out[side];
+        m.msg_hdr.msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+    }
+    while (sendmmsg(fd, &m, 1, 0) != 1) {
+        if (errno != EAGAIN) { perror("sendmmsg"); exit(1); }
+    }
+}
+
+static void receive_hop(int side, int fd) {
+    if (mode == PLAIN) {
+        while (recv(fd, rx[side], sizeof rx[side], 0) < 0) {
+            if (errno != EAGAIN) { perror("recv"); exit(1); }
+        }
+        return;
+    }
+    struct iovec iov = {rx[side], sizeof rx[side]};
+    struct sockaddr_in from;
+    struct mmsghdr m;
+    memset(&m, 0, sizeof m);
+    m.msg_hdr.msg_name = &from;
+    m.msg_hdr.msg_iov = &iov;
+    m.msg_hdr.msg_iovlen = 1;
+    m.msg_hdr.msg_control = control_in[side];
+    for (;;) {
+        m.msg_hdr.msg_namelen = sizeof from;
+        m.msg_hdr.msg_controllen = sizeof control_in[side];
+        if (recvmmsg(fd, &m, 1, MSG_DONTWAIT, NULL) == 1) {
+            return;
+        }
+        if (errno != EAGAIN) { perror("recvmmsg"); exit(1); }
+    }
+}
+
+static void *pong(void *arg) {
+    (void) arg;
+    for (int i = 0; i < iterations; i++) {
+        receive_hop(1, pong_fd);
+        send_hop(1, pong_fd, &ping_addr);
+    }
+    return NULL;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *) a, y = *(const double *) b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) { fprintf(stderr, "usage: udp_pingpong_roce plain|single|roce ITERATIONS\n"); return 2; }
+    if (strcmp(argv[1], "plain") == 0) mode = PLAIN;
+    else if (strcmp(argv[1], "single") == 0) mode = SINGLE;
+    else if (strcmp(argv[1], "roce") == 0) mode = ROCE;
+    else { fprintf(stderr, "MODE is plain, single or roce\n"); return 2; }
+    iterations = atoi(argv[2]);
+    if (iterations < 1) { fprintf(stderr, "bad ITERATIONS\n"); return 2; }
+    ping_fd = open_socket(&ping_addr);
+    pong_fd = open_socket(&pong_addr);
+    pthread_t t;
+    pthread_create(&t, NULL, pong, NULL);
+    double *us = malloc(sizeof(double) * iterations);
+    for (int i = 0; i < iterations; i++) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        send_hop(0, ping_fd, &pong_addr);
+        receive_hop(0, ping_fd);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        us[i] = ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / 2e3;
+    }
+    pthread_join(t, NULL);
+    double sum = 0;
+    for (int i = 0; i < iterations; i++) sum += us[i];
+    qsort(us, iterations, sizeof(double), cmp);
+    printf("udp_pingpong_roce,%s,%d,%.2f,%.2f,%.2f\n", argv[1], iterations, us[0], us[iterations / 2],
+        sum / iterations);
+    return 0;
+}
