@@ -5,7 +5,9 @@
 // per packet on each side; roce0 adds an ACK datagram per WRITE). Each round the pinger sends SIZE bytes and waits
 // for the echo. Prints one-way latency (round trip / 2) as perftest's *_lat tools do.
 //
-//   udp_pingpong SIZE ITERATIONS
+//   udp_pingpong SIZE ITERATIONS [SERVER_CPU,CLIENT_CPU]
+// With CPUs, the pong thread runs on SERVER_CPU and the pinging main thread on CLIENT_CPU (as `jccl perf --local
+// --cpus SERVER,CLIENT`), so the two never share a core.
 // Output: udp_pingpong,SIZE,ITERATIONS,t_min_us,t_typical_us (median),t_avg_us
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -25,6 +27,17 @@ static int iterations;
 static int size;
 static struct sockaddr_in ping_addr, pong_addr;
 static int ping_fd, pong_fd;
+static int server_cpu = -1, client_cpu = -1;
+
+// Pins the calling thread to CPU cpu (cpu < 0: left to the scheduler), as `jccl perf --cpus` pins its two ends.
+static void pin_to(int cpu) {
+    if (cpu < 0) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    if (rc != 0) { fprintf(stderr, "cannot pin to CPU %d: %s\n", cpu, strerror(rc)); exit(1); }
+}
 
 static int open_socket(struct sockaddr_in *addr) {
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -47,6 +60,7 @@ static void recv_spin(int fd, char *buf) {
 
 static void *pong(void *arg) {
     (void) arg;
+    pin_to(server_cpu);
     char buf[65536];
     for (int i = 0; i < iterations; i++) {
         recv_spin(pong_fd, buf);
@@ -61,7 +75,15 @@ static int cmp(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) { fprintf(stderr, "usage: udp_pingpong SIZE ITERATIONS\n"); return 2; }
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: udp_pingpong SIZE ITERATIONS [SERVER_CPU,CLIENT_CPU]\n");
+        return 2;
+    }
+    if (argc == 4 && sscanf(argv[3], "%d,%d", &server_cpu, &client_cpu) != 2) {
+        fprintf(stderr, "CPUs are SERVER_CPU,CLIENT_CPU\n");
+        return 2;
+    }
+    pin_to(client_cpu);
     size = atoi(argv[1]);
     iterations = atoi(argv[2]);
     if (size < 1 || size > 65000 || iterations < 1) { fprintf(stderr, "bad SIZE or ITERATIONS\n"); return 2; }

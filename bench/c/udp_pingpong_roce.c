@@ -2,7 +2,7 @@
 // floor"): udp_pingpong's two threads and busy-polled sockets on 127.0.0.1, but each hop made of the system calls
 // roce0 makes for it, with no JVM and no RoCE processing (the bytes are not headers, nothing is checked).
 //
-//   udp_pingpong_roce MODE ITERATIONS
+//   udp_pingpong_roce MODE ITERATIONS [SERVER_CPU,CLIENT_CPU]   (CPUs: as udp_pingpong's)
 //   MODE plain  : sendto() of 8 bytes, recv() (what udp_pingpong does)
 //        single : roce0's socket options (IP_MTU_DISCOVER DO, IP_RECVTOS, IP_TOS ECT(0), UDP_GRO on the receiving
 //                 socket), one sendmmsg() of one 40-byte datagram in three iovecs (header, payload, ICRC: a WRITE
@@ -36,7 +36,18 @@ enum { PLAIN, SINGLE, ROCE };
 static int mode, iterations;
 static struct sockaddr_in ping_addr, pong_addr;
 static int ping_fd, pong_fd;
+static int server_cpu = -1, client_cpu = -1;
 static char tx[2][256], rx[2][65536], control_in[2][128], control_out[2][64];
+
+// Pins the calling thread to CPU cpu (cpu < 0: left to the scheduler), as `jccl perf --cpus` pins its two ends.
+static void pin_to(int cpu) {
+    if (cpu < 0) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    if (rc != 0) { fprintf(stderr, "cannot pin to CPU %d: %s\n", cpu, strerror(rc)); exit(1); }
+}
 
 static int open_socket(struct sockaddr_in *addr) {
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
@@ -111,6 +122,7 @@ static void receive_hop(int side, int fd) {
 
 static void *pong(void *arg) {
     (void) arg;
+    pin_to(server_cpu);
     for (int i = 0; i < iterations; i++) {
         receive_hop(1, pong_fd);
         send_hop(1, pong_fd, &ping_addr);
@@ -124,13 +136,21 @@ static int cmp(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) { fprintf(stderr, "usage: udp_pingpong_roce plain|single|roce ITERATIONS\n"); return 2; }
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: udp_pingpong_roce plain|single|roce ITERATIONS [SERVER_CPU,CLIENT_CPU]\n");
+        return 2;
+    }
+    if (argc == 4 && sscanf(argv[3], "%d,%d", &server_cpu, &client_cpu) != 2) {
+        fprintf(stderr, "CPUs are SERVER_CPU,CLIENT_CPU\n");
+        return 2;
+    }
     if (strcmp(argv[1], "plain") == 0) mode = PLAIN;
     else if (strcmp(argv[1], "single") == 0) mode = SINGLE;
     else if (strcmp(argv[1], "roce") == 0) mode = ROCE;
     else { fprintf(stderr, "MODE is plain, single or roce\n"); return 2; }
     iterations = atoi(argv[2]);
     if (iterations < 1) { fprintf(stderr, "bad ITERATIONS\n"); return 2; }
+    pin_to(client_cpu);
     ping_fd = open_socket(&ping_addr);
     pong_fd = open_socket(&pong_addr);
     pthread_t t;

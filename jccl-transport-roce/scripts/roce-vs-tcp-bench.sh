@@ -12,6 +12,10 @@
 # warm; tcp0's 1 MiB WRITE 0.9-1.6 GB/s against 3-5 GB/s warm), and 300 MiB took 0.1-0.4 s: noise. Until
 # 2026-11-27 the defaults were 2000 and 500: on that day's VM 2.79 GB/s for roce0 (2.98 for tcp0) against 4.02
 # (4.27) with 4000 and 2000, five rounds each: the JIT again.
+# LAT_CPUS (default 0,1; "none": unpinned) pins the latency runs' two ends to SERVER,CLIENT CPUs, the JCCL devices'
+# (`--cpus`) and the C ping-pongs' threads alike: unpinned, the scheduler put roce0's two perftest threads on one core
+# in 3 of 5 rounds on 2026-11-27 (10-12 us, each end then hands the core over after 16 empty polls), a coin flip
+# that decided the median; pinned, 3.7-3.8 us in 6 runs of 6 (docs/transport-roce.md, "Another VM").
 # JCCL (default ./jccl) runs another build's tools, e.g. a copy of main's (./jccl, scripts/env.sh and
 # jccl-tools/target/{jccl-tools-0.2.0.jar,lib}) for a before/after in the same rounds.
 #   jccl-transport-roce/scripts/roce-vs-tcp-bench.sh [ROUNDS]
@@ -21,6 +25,7 @@ BW_ITERATIONS=${BW_ITERATIONS:-4000}
 LAT_ITERATIONS=${LAT_ITERATIONS:-3000}
 BW_WARMUP=${BW_WARMUP:-2000}
 LAT_WARMUP=${LAT_WARMUP:-20000}
+LAT_CPUS=${LAT_CPUS:-0,1}
 JCCL=${JCCL:-./jccl}
 LOCK=${JCCL_BENCH_LOCK:-/tmp/jccl-bench.lock}
 # Uses the tools as built (./jccl builds them on first use; JCCL_NO_BUILD=1 below skips the staleness check).
@@ -31,25 +36,27 @@ gcc -O2 -pthread -o "$PINGPONG" bench/c/udp_pingpong.c || exit 1
 gcc -O2 -pthread -o "$FLOOR" bench/c/udp_pingpong_roce.c || exit 1
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
+CPUS=$LAT_CPUS
+[ "$CPUS" = none ] && CPUS=
 
 # perftest result line: bw -> "BW average" column (MiB/s); lat -> "t_min t_typical" columns (us)
 bw() { timeout 120 "$JCCL" perf write_bw -d "$1" --local -s 1M -n "$BW_ITERATIONS" --warmup "$BW_WARMUP" 2>&1 | grep -A1 "#bytes" | tail -1 | awk '{print $4}'; }
-lat() { timeout 120 "$JCCL" perf write_lat -d "$1" --local -s 8 -n "$LAT_ITERATIONS" --warmup "$LAT_WARMUP" 2>&1 | grep -A1 "#bytes" | tail -1 | awk '{print $3, $5}'; }
+lat() { timeout 120 "$JCCL" perf write_lat -d "$1" --local -s 8 -n "$LAT_ITERATIONS" --warmup "$LAT_WARMUP" ${CPUS:+--cpus "$CPUS"} 2>&1 | grep -A1 "#bytes" | tail -1 | awk '{print $3, $5}'; }
 
 round() {
   local load rb tb rl tl cl fl
   load=$(cut -d' ' -f1 /proc/loadavg)
   rb=$(bw roce0); tb=$(bw tcp0)
   rl=$(lat roce0); tl=$(lat tcp0)
-  cl=$(timeout 60 "$PINGPONG" 8 3000 | awk -F, '{print $4, $5}')
-  fl=$(timeout 60 "$FLOOR" roce 3000 | awk -F, '{print $4, $5}')
+  cl=$(timeout 60 "$PINGPONG" 8 3000 $CPUS | awk -F, '{print $4, $5}')
+  fl=$(timeout 60 "$FLOOR" roce 3000 $CPUS | awk -F, '{print $4, $5}')
   echo "$1 $load ${rb:-nan} ${tb:-nan} ${rl:-nan nan} ${tl:-nan nan} ${cl:-nan nan} ${fl:-nan nan}"
 }
 
 echo "| Round | load (1 min) | roce0 1 MiB WRITE MiB/s | tcp0 1 MiB WRITE MiB/s | roce0/tcp0 | roce0 8 B t_min / t_typical us | tcp0 8 B t_min / t_typical us | C UDP 8 B t_min / t_typical us | C, roce0's system calls, t_min / t_typical us |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for i in $(seq "$ROUNDS"); do
-  if [ "$LOCK" = none ]; then line=$(round "$i"); else line=$(flock "$LOCK" bash -c "$(declare -f bw lat round); PINGPONG=$PINGPONG FLOOR=$FLOOR JCCL=$JCCL BW_ITERATIONS=$BW_ITERATIONS LAT_ITERATIONS=$LAT_ITERATIONS BW_WARMUP=$BW_WARMUP LAT_WARMUP=$LAT_WARMUP round $i"); fi
+  if [ "$LOCK" = none ]; then line=$(round "$i"); else line=$(flock "$LOCK" bash -c "$(declare -f bw lat round); PINGPONG=$PINGPONG FLOOR=$FLOOR CPUS=$CPUS JCCL=$JCCL BW_ITERATIONS=$BW_ITERATIONS LAT_ITERATIONS=$LAT_ITERATIONS BW_WARMUP=$BW_WARMUP LAT_WARMUP=$LAT_WARMUP round $i"); fi
   echo "$line" >> "$OUT"
   echo "$line" | awk '{printf "| %s | %s | %s | %s | %.2fx | %s / %s | %s / %s | %s / %s | %s / %s |\n", $1, $2, $3, $4, ($4 > 0 ? $3 / $4 : 0), $5, $6, $7, $8, $9, $10, $11, $12}'
 done
