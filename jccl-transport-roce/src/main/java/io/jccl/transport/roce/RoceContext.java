@@ -1,5 +1,6 @@
 package io.jccl.transport.roce;
 
+import io.jccl.common.CpuAffinity;
 import io.jccl.common.Log;
 import io.jccl.transport.roce.wire.BthFlyweight;
 import io.jccl.transport.roce.wire.Icrc;
@@ -112,6 +113,17 @@ final class RoceContext extends AbstractContext {
         int idlePolls;
         /** The context's datagram count at this thread's last poll: a datagram the receive thread took counts too. */
         long seenDatagrams;
+        /**
+         * This thread's last yield gave its core to another thread ({@link #YIELD_GAVE_CORE_NS}): its next idle
+         * streak waits in {@code ppoll} instead of yielding again.
+         */
+        boolean coreShared;
+        /**
+         * The thread may run on more than one CPU (read once, when it first polls; unknown counts as yes): a thread
+         * pinned to one CPU gains nothing from a wait that the scheduler places, and pays its wake-up (1 MiB WRITE
+         * with both ends pinned to one core: 6% slower), so it keeps yielding.
+         */
+        final boolean mayMove = CpuAffinity.threadCpus().cardinality() != 1;
     }
 
     /**
@@ -136,6 +148,16 @@ final class RoceContext extends AbstractContext {
     static final String POLL_WAIT_ENV = "JCCL_ROCE_POLL_WAIT";
     /** Default of {@link #POLL_WAIT_ENV}. */
     static final int POLL_WAIT_DEFAULT = 256;
+    /**
+     * A yield that returned after this long ran another thread on this core meanwhile (one that finds the core to
+     * itself returns in about a microsecond). Two busy-polling ends that the scheduler started on one core (a
+     * ping-pong between two processes of one host) then stay there, handing the core over at every yield (8 B
+     * round trips of 10-12 µs instead of 3.7), while the other core idles: the kernel does not migrate a busy,
+     * cache-hot thread for a long time. So after such a yield the next idle streak of {@link #POLL_YIELD_ENV} polls
+     * waits in {@code ppoll} instead (where waits are on): the datagram that wakes it is placed by the scheduler,
+     * which picks an idle core where there is one (docs/transport-roce.md, "Two pollers on one core").
+     */
+    static final long YIELD_GAVE_CORE_NS = 5_000L;
     /**
      * Longest wait of a poller in {@code ppoll}: a completion no datagram brings (a flush from another thread, a
      * datagram another thread received) is late by at most this much.
@@ -837,11 +859,17 @@ final class RoceContext extends AbstractContext {
             // waited in ppoll: the next poll drains what woke it (a thread driving two contexts only yields)
             state.emptyPolls = 0;
         } else if (pollYieldAfter > 0 && ++state.emptyPolls >= pollYieldAfter) {
-            // Nothing came for a while: the thread that must answer (the peer's poller, this context's receive
-            // thread) may be waiting for this very core; spinning on would keep it off until the time slice ends.
             state.emptyPolls = 0;
-            pollerYields++;
-            Thread.yield();
+            if (state.coreShared && state.mayMove && pollWaitAfter > 0 && alone && awaitAsPoller()) {
+                state.coreShared = false; // woken where the scheduler chose (YIELD_GAVE_CORE_NS)
+            } else {
+                // Nothing came for a while: the thread that must answer (the peer's poller, this context's receive
+                // thread) may be waiting for this very core; spinning on would keep it off until the slice ends.
+                pollerYields++;
+                long before = System.nanoTime();
+                Thread.yield();
+                state.coreShared = System.nanoTime() - before > YIELD_GAVE_CORE_NS;
+            }
         }
         return n;
     }

@@ -1,5 +1,6 @@
 package io.jccl.transport.roce;
 
+import io.jccl.common.CpuAffinity;
 import io.jccl.verbs.AccessFlag;
 import io.jccl.verbs.CompletionQueue;
 import io.jccl.verbs.MemoryRegion;
@@ -14,6 +15,8 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.atomic.AtomicReference;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -28,6 +31,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  */
 class RocePollerWaitTest {
     private static final long GUARD_NS = 20_000_000_000L; // against hanging, not a timing assertion
+    private static final java.lang.invoke.VarHandle STOP =
+        java.lang.invoke.MethodHandles.arrayElementVarHandle(boolean[].class);
 
     @AfterEach
     void clearProperties() {
@@ -49,6 +54,41 @@ class RocePollerWaitTest {
         VerbsException e = assertThrows(VerbsException.class,
             () -> RoceProvider.device().open(new RoceSettings("127.0.0.1", 0, 1024)).close());
         assertTrue(e.getMessage().contains("JCCL_ROCE_POLL_WAIT=-1"), e.getMessage());
+    }
+
+    @Test
+    void shouldWaitAfterAYieldThatGaveTheCoreAwayUnlessPinnedToOneCpu() throws Exception {
+        assumeTrue(FfmUdpSocket.available(), "FFM sockets: " + FfmUdpSocket.unavailableReason());
+        assumeTrue(CpuAffinity.available(), "sched_setaffinity");
+        List<Integer> cpus = CpuAffinity.allowedCpus();
+        assumeTrue(cpus.size() >= 2, "one CPU: " + cpus);
+        // a busy thread bound to each CPU: wherever the poller runs, its yield hands the core to one of them
+        List<Thread> spinners = new ArrayList<>();
+        boolean[] stop = new boolean[1];
+        for (int cpu : cpus) {
+            spinners.add(Thread.ofPlatform().daemon().name("spinner-" + cpu).start(() -> {
+                CpuAffinity.bindCurrentThread(cpu);
+                while (!((boolean) STOP.getVolatile(stop, 0))) {
+                    Thread.onSpinWait();
+                }
+            }));
+        }
+        try {
+            int polls = 4 * RoceContext.POLL_YIELD_DEFAULT; // three or four yields; waits on their own come at 256
+            long[] free = inFreshThread(() -> emptyPollsAfterTraffic(polls));
+            assertTrue(free[0] + free[1] > 0, "no wait in " + polls + " empty polls after yields that gave the core "
+                + "to another thread");
+            long[] pinned = inFreshThread(() -> {
+                CpuAffinity.bindCurrentThread(cpus.get(0));
+                return emptyPollsAfterTraffic(polls);
+            });
+            assertEquals(0, pinned[0] + pinned[1], "a poller pinned to one CPU waited (it should keep yielding)");
+        } finally {
+            STOP.setVolatile(stop, 0, true);
+            for (Thread t : spinners) {
+                t.join();
+            }
+        }
     }
 
     @Test
@@ -98,7 +138,8 @@ class RocePollerWaitTest {
     /**
      * One 100-byte WRITE polled to completion on this thread (A's queue only, so the thread drives A's context
      * alone), then {@code polls} empty polls: returns {waits during the first POLL_WAIT_DEFAULT - 32, waits after}.
-     * Retried where this thread was descheduled so long that the traffic may be over 10 ms old (no wait is due then).
+     * Retried where this thread was descheduled so long that the traffic may be over 10 ms old (no wait is due then):
+     * at the 256th poll, or at the end of a shorter run that did not wait.
      */
     private static long[] emptyPollsAfterTraffic(int polls) {
         RoceSettings settings = new RoceSettings("127.0.0.1", 0, 1024);
@@ -127,6 +168,10 @@ class RocePollerWaitTest {
                     assertEquals(0, link.qa().poll(wc, 1));
                 }
                 result[1] = ca.pollerWaits() - before - result[0];
+                if (polls <= RoceContext.POLL_WAIT_DEFAULT && result[0] + result[1] == 0) {
+                    // a short run with no wait: valid only if its traffic was recent enough for one all along
+                    timely = System.nanoTime() - ca.lastDatagramNs() < RoceContext.RECENT_ACTIVITY_NS * 9 / 10;
+                }
                 if (timely) {
                     return result;
                 }
