@@ -1,7 +1,7 @@
 #!/bin/bash
 # Loopback WRITE bandwidth (1 MiB) and latency (8 B) of roce0 beside tcp0, a C UDP ping-pong
-# (bench/c/udp_pingpong.c) and the same ping-pong made of roce0's system calls per hop (bench/c/udp_pingpong_roce.c
-# roce: the answer and its ACK as one GSO message to a GRO socket; the kernel's floor for roce0), ROUNDS rounds
+# (bench/c/udp_pingpong.c) and the same ping-pong made of roce0's system calls per hop (its hop "roce": the answer
+# and its ACK as one GSO message to a GRO socket; the kernel's floor for roce0), ROUNDS rounds
 # (default 5), each round under the shared benchmark lock
 # (/tmp/jccl-bench.lock; JCCL_BENCH_LOCK overrides, "none" runs without) with the load average taken inside it;
 # then the medians and the ratios against the targets of issue 20 (docs/transport-roce.md, "Loopback benchmark").
@@ -31,9 +31,7 @@ LOCK=${JCCL_BENCH_LOCK:-/tmp/jccl-bench.lock}
 # Uses the tools as built (./jccl builds them on first use; JCCL_NO_BUILD=1 below skips the staleness check).
 export JCCL_NO_BUILD=1 JCCL_JAVA_OPTS=${JCCL_JAVA_OPTS:--Xmx512m} JCCL_ROCE_PORT=0
 PINGPONG=${TMPDIR:-/tmp}/jccl-udp-pingpong
-FLOOR=${TMPDIR:-/tmp}/jccl-udp-pingpong-roce
 gcc -O2 -pthread -o "$PINGPONG" bench/c/udp_pingpong.c || exit 1
-gcc -O2 -pthread -o "$FLOOR" bench/c/udp_pingpong_roce.c || exit 1
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 CPUS=$LAT_CPUS
@@ -48,15 +46,15 @@ round() {
   load=$(cut -d' ' -f1 /proc/loadavg)
   rb=$(bw roce0); tb=$(bw tcp0)
   rl=$(lat roce0); tl=$(lat tcp0)
-  cl=$(timeout 60 "$PINGPONG" 8 3000 $CPUS | awk -F, '{print $4, $5}')
-  fl=$(timeout 60 "$FLOOR" roce 3000 $CPUS | awk -F, '{print $4, $5}')
+  cl=$(timeout 60 "$PINGPONG" 8 3000 "${CPUS:--}" plain | awk -F, '{print $4, $5}')
+  fl=$(timeout 60 "$PINGPONG" 8 3000 "${CPUS:--}" roce | awk -F, '{print $4, $5}')
   echo "$1 $load ${rb:-nan} ${tb:-nan} ${rl:-nan nan} ${tl:-nan nan} ${cl:-nan nan} ${fl:-nan nan}"
 }
 
 echo "| Round | load (1 min) | roce0 1 MiB WRITE MiB/s | tcp0 1 MiB WRITE MiB/s | roce0/tcp0 | roce0 8 B t_min / t_typical us | tcp0 8 B t_min / t_typical us | C UDP 8 B t_min / t_typical us | C, roce0's system calls, t_min / t_typical us |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for i in $(seq "$ROUNDS"); do
-  if [ "$LOCK" = none ]; then line=$(round "$i"); else line=$(flock "$LOCK" bash -c "$(declare -f bw lat round); PINGPONG=$PINGPONG FLOOR=$FLOOR CPUS=$CPUS JCCL=$JCCL BW_ITERATIONS=$BW_ITERATIONS LAT_ITERATIONS=$LAT_ITERATIONS BW_WARMUP=$BW_WARMUP LAT_WARMUP=$LAT_WARMUP round $i"); fi
+  if [ "$LOCK" = none ]; then line=$(round "$i"); else line=$(flock "$LOCK" bash -c "$(declare -f bw lat round); PINGPONG=$PINGPONG CPUS=$CPUS JCCL=$JCCL BW_ITERATIONS=$BW_ITERATIONS LAT_ITERATIONS=$LAT_ITERATIONS BW_WARMUP=$BW_WARMUP LAT_WARMUP=$LAT_WARMUP round $i"); fi
   echo "$line" >> "$OUT"
   echo "$line" | awk '{printf "| %s | %s | %s | %s | %.2fx | %s / %s | %s / %s | %s / %s | %s / %s |\n", $1, $2, $3, $4, ($4 > 0 ? $3 / $4 : 0), $5, $6, $7, $8, $9, $10, $11, $12}'
 done
