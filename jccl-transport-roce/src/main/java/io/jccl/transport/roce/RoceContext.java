@@ -179,6 +179,8 @@ final class RoceContext extends AbstractContext {
     private final int pollYieldAfter;
     /** Times a polling thread yielded after {@link #pollYieldAfter} empty polls (a statistic; racy, never less). */
     private long pollerYields;
+    /** Those of the yields that gave the core to another thread ({@link #YIELD_GAVE_CORE_NS}; racy, as above). */
+    private long pollerYieldsGivenAway;
     /** {@link #POLL_WAIT_ENV}: empty polls in a row before a poller waits on the socket (0 = never). */
     private final int pollWaitAfter;
     /** Times a polling thread waited on the socket (a statistic; one waiter at a time). */
@@ -712,6 +714,11 @@ final class RoceContext extends AbstractContext {
         return pollerYields;
     }
 
+    /** Times a polling thread's yield gave its core to another thread (it returned after {@link #YIELD_GAVE_CORE_NS}). */
+    long pollerYieldsGivenAway() {
+        return pollerYieldsGivenAway;
+    }
+
     /** Times a polling thread waited on the socket after {@code JCCL_ROCE_POLL_WAIT} polls in a row found nothing. */
     long pollerWaits() {
         return pollerWaits;
@@ -869,6 +876,9 @@ final class RoceContext extends AbstractContext {
                 long before = System.nanoTime();
                 Thread.yield();
                 state.coreShared = System.nanoTime() - before > YIELD_GAVE_CORE_NS;
+                if (state.coreShared) {
+                    pollerYieldsGivenAway++;
+                }
             }
         }
         return n;
@@ -1210,6 +1220,7 @@ final class RoceContext extends AbstractContext {
         return "roce0 " + addressText + " (" + udp.kind() + (udp.gso() ? "+gso" : "") + (udp.gro() ? "+gro" : "")
             + ", " + sendCalls.get() + " send calls, " + sendDatagrams.get() + " datagrams sent, " + receiveCalls
             + " receive calls, " + receiveDatagrams + " datagrams received, " + receiveWaits + " waits, "
-            + pollerDrives + " poller drives, " + pollerYields + " poller yields, " + pollerWaits + " poller waits)";
+            + pollerDrives + " poller drives, " + pollerYields + " poller yields (" + pollerYieldsGivenAway
+            + " gave the core away), " + pollerWaits + " poller waits)";
     }
 }

@@ -62,7 +62,7 @@ class RocePollerWaitTest {
         assumeTrue(CpuAffinity.available(), "sched_setaffinity");
         List<Integer> cpus = CpuAffinity.allowedCpus();
         assumeTrue(cpus.size() >= 2, "one CPU: " + cpus);
-        // a busy thread bound to each CPU: wherever the poller runs, its yield hands the core to one of them
+        // a busy thread bound to each CPU: wherever the poller runs, its yield may hand the core to one of them
         List<Thread> spinners = new ArrayList<>();
         boolean[] stop = new boolean[1];
         for (int cpu : cpus) {
@@ -74,20 +74,55 @@ class RocePollerWaitTest {
             }));
         }
         try {
-            int polls = 4 * RoceContext.POLL_YIELD_DEFAULT; // three or four yields; waits on their own come at 256
-            long[] free = inFreshThread(() -> emptyPollsAfterTraffic(polls));
-            assertTrue(free[0] + free[1] > 0, "no wait in " + polls + " empty polls after yields that gave the core "
-                + "to another thread");
-            long[] pinned = inFreshThread(() -> {
+            long waits = inFreshThread(RocePollerWaitTest::waitsAfterAYieldGaveTheCoreAway)[0];
+            assertTrue(waits > 0, "no wait in a full idle streak after a yield that gave the core to another thread");
+            long pinned = inFreshThread(() -> {
                 CpuAffinity.bindCurrentThread(cpus.get(0));
-                return emptyPollsAfterTraffic(polls);
-            });
-            assertEquals(0, pinned[0] + pinned[1], "a poller pinned to one CPU waited (it should keep yielding)");
+                return waitsAfterAYieldGaveTheCoreAway();
+            })[0];
+            assertEquals(0, pinned, "a poller pinned to one CPU waited (it should keep yielding)");
         } finally {
             STOP.setVolatile(stop, 0, true);
             for (Thread t : spinners) {
                 t.join();
             }
+        }
+    }
+
+    /**
+     * One 100-byte WRITE polled to completion on this thread, then empty polls until a yield gave the core away
+     * ({@link RoceContext#pollerYieldsGivenAway}; the scheduler may also run the yielding thread on at once) and one
+     * full idle streak after it: returns {waits in the run}. A wait after idle polls alone comes at 256, far later.
+     * Retried where no yield gave the core away within 8 streaks, or where the traffic was 9 ms old or more at the
+     * end (no wait is due then: a yield on a loaded host may take a time slice or more).
+     */
+    private static long[] waitsAfterAYieldGaveTheCoreAway() {
+        RoceSettings settings = new RoceSettings("127.0.0.1", 0, 1024);
+        try (RoceContext ca = (RoceContext) RoceProvider.device().open(settings);
+             RoceContext cb = (RoceContext) RoceProvider.device().open(settings)) {
+            LoopbackQueuePairs link = LoopbackQueuePairs.connect(ca, cb, 64, AccessFlag.REMOTE_WRITE);
+            MemoryRegion source = link.pa().allocateMemory(4096, AccessFlag.LOCAL_WRITE);
+            MemoryRegion target = link.pb().allocateMemory(4096, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE);
+            WorkCompletion[] wc = WorkCompletion.array(1);
+            int streak = RoceContext.POLL_YIELD_DEFAULT;
+            for (int attempt = 0; attempt < 20; attempt++) {
+                writeAndAwait(link.a(), link.qa(), source, target, 100);
+                long waitsBefore = ca.pollerWaits();
+                long givenAwayBefore = ca.pollerYieldsGivenAway();
+                int end = 8 * streak;
+                for (int i = 0; i < end; i++) {
+                    assertEquals(0, link.qa().poll(wc, 1));
+                    if (end == 8 * streak && ca.pollerYieldsGivenAway() > givenAwayBefore) {
+                        end = i + 1 + streak + 4; // one full streak more (and a few polls the WRITE left counted)
+                    }
+                }
+                boolean timely = System.nanoTime() - ca.lastDatagramNs() < RoceContext.RECENT_ACTIVITY_NS * 9 / 10;
+                if (ca.pollerYieldsGivenAway() > givenAwayBefore && timely) {
+                    return new long[] {ca.pollerWaits() - waitsBefore};
+                }
+            }
+            assumeTrue(false, "20 tries without a yield that gave the core away within 9 ms of the traffic");
+            return null;
         }
     }
 
@@ -138,8 +173,7 @@ class RocePollerWaitTest {
     /**
      * One 100-byte WRITE polled to completion on this thread (A's queue only, so the thread drives A's context
      * alone), then {@code polls} empty polls: returns {waits during the first POLL_WAIT_DEFAULT - 32, waits after}.
-     * Retried where this thread was descheduled so long that the traffic may be over 10 ms old (no wait is due then):
-     * at the 256th poll, or at the end of a shorter run that did not wait.
+     * Retried where this thread was descheduled so long that the traffic may be over 10 ms old (no wait is due then).
      */
     private static long[] emptyPollsAfterTraffic(int polls) {
         RoceSettings settings = new RoceSettings("127.0.0.1", 0, 1024);
@@ -168,10 +202,6 @@ class RocePollerWaitTest {
                     assertEquals(0, link.qa().poll(wc, 1));
                 }
                 result[1] = ca.pollerWaits() - before - result[0];
-                if (polls <= RoceContext.POLL_WAIT_DEFAULT && result[0] + result[1] == 0) {
-                    // a short run with no wait: valid only if its traffic was recent enough for one all along
-                    timely = System.nanoTime() - ca.lastDatagramNs() < RoceContext.RECENT_ACTIVITY_NS * 9 / 10;
-                }
                 if (timely) {
                     return result;
                 }
