@@ -714,7 +714,7 @@ final class RoceContext extends AbstractContext {
         return pollerYields;
     }
 
-    /** Times a polling thread's yield gave its core to another thread (it returned after {@link #YIELD_GAVE_CORE_NS}). */
+    /** Times a polling thread's yield gave its core to another thread (it took over {@link #YIELD_GAVE_CORE_NS}). */
     long pollerYieldsGivenAway() {
         return pollerYieldsGivenAway;
     }
