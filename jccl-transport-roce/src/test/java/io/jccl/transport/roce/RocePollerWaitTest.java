@@ -97,12 +97,7 @@ class RocePollerWaitTest {
      * end (no wait is due then: a yield on a loaded host may take a time slice or more).
      */
     private static long[] waitsAfterAYieldGaveTheCoreAway() {
-        RoceSettings settings = new RoceSettings("127.0.0.1", 0, 1024);
-        try (RoceContext ca = (RoceContext) RoceProvider.device().open(settings);
-             RoceContext cb = (RoceContext) RoceProvider.device().open(settings)) {
-            LoopbackQueuePairs link = LoopbackQueuePairs.connect(ca, cb, 64, AccessFlag.REMOTE_WRITE);
-            MemoryRegion source = link.pa().allocateMemory(4096, AccessFlag.LOCAL_WRITE);
-            MemoryRegion target = link.pb().allocateMemory(4096, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE);
+        return onWriteLink((ca, link, source, target) -> {
             WorkCompletion[] wc = WorkCompletion.array(1);
             int streak = RoceContext.POLL_YIELD_DEFAULT;
             for (int attempt = 0; attempt < 20; attempt++) {
@@ -125,7 +120,7 @@ class RocePollerWaitTest {
             }
             assumeTrue(false, "20 tries without a yield that gave the core away within 9 ms of the traffic");
             return null;
-        }
+        });
     }
 
     @Test
@@ -178,12 +173,7 @@ class RocePollerWaitTest {
      * Retried where this thread was descheduled so long that the traffic may be over 10 ms old (no wait is due then).
      */
     private static long[] emptyPollsAfterTraffic(int polls) {
-        RoceSettings settings = new RoceSettings("127.0.0.1", 0, 1024);
-        try (RoceContext ca = (RoceContext) RoceProvider.device().open(settings);
-             RoceContext cb = (RoceContext) RoceProvider.device().open(settings)) {
-            LoopbackQueuePairs link = LoopbackQueuePairs.connect(ca, cb, 64, AccessFlag.REMOTE_WRITE);
-            MemoryRegion source = link.pa().allocateMemory(4096, AccessFlag.LOCAL_WRITE);
-            MemoryRegion target = link.pb().allocateMemory(4096, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE);
+        return onWriteLink((ca, link, source, target) -> {
             WorkCompletion[] wc = WorkCompletion.array(1);
             long[] result = new long[2];
             for (int attempt = 0; attempt < 10; attempt++) { // the first ones run cold (interpreted downcalls)
@@ -210,6 +200,23 @@ class RocePollerWaitTest {
             }
             assumeTrue(false, "10 tries, each 9 ms or more after the last datagram: the host is too loaded");
             return result;
+        });
+    }
+
+    /** What the empty-poll runs measure on: context A (polled), its link to B, and 4 KiB regions on both ends. */
+    private interface WriteLinkBody {
+        long[] run(RoceContext ca, LoopbackQueuePairs link, MemoryRegion source, MemoryRegion target);
+    }
+
+    /** Two contexts on loopback (MTU 1024), a linked queue pair each and a region each; closed after {@code body}. */
+    private static long[] onWriteLink(WriteLinkBody body) {
+        RoceSettings settings = new RoceSettings("127.0.0.1", 0, 1024);
+        try (RoceContext ca = (RoceContext) RoceProvider.device().open(settings);
+             RoceContext cb = (RoceContext) RoceProvider.device().open(settings)) {
+            LoopbackQueuePairs link = LoopbackQueuePairs.connect(ca, cb, 64, AccessFlag.REMOTE_WRITE);
+            MemoryRegion source = link.pa().allocateMemory(4096, AccessFlag.LOCAL_WRITE);
+            MemoryRegion target = link.pb().allocateMemory(4096, AccessFlag.LOCAL_WRITE, AccessFlag.REMOTE_WRITE);
+            return body.run(ca, link, source, target);
         }
     }
 
