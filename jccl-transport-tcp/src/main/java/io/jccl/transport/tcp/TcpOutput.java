@@ -55,8 +55,11 @@ final class TcpOutput {
     private int sourceCount;
     private int sourceIndex;
     private long sourceDone;
-    /** Bytes written by the current pump. */
+    /** Bytes written by the current pump, and what it may write ({@link #pump(long)}). */
     private long pumpBytes;
+    private long pumpBudget = TcpQueuePair.writeBudget;
+    /** Most bytes one posting thread's pump wrote ({@link TcpQueuePair#POSTING_WRITE_BUDGET_BYTES}; tests). */
+    private long postingPumpBytesMax;
     /** Pumps that stopped at the write budget with more to write (tests, diagnostics). */
     private long budgetStops;
     /** ACK word for the next request header built (0: none); a request header takes it. */
@@ -127,12 +130,32 @@ final class TcpOutput {
      * thread would take over and contend with it. A closing connection with nothing left to send sends FIN.
      */
     int pump() throws IOException {
+        return pump(TcpQueuePair.writeBudget);
+    }
+
+    /**
+     * A posting thread's pump: at most {@link TcpQueuePair#POSTING_WRITE_BUDGET_BYTES} (and the frame it is in);
+     * returns whether output is left for the progress thread.
+     */
+    boolean pumpForPoster() throws IOException {
+        pump(TcpQueuePair.POSTING_WRITE_BUDGET_BYTES);
+        postingPumpBytesMax = Math.max(postingPumpBytesMax, pumpBytes);
+        return busy() || qp.requester.hasUnsent() || qp.responder.hasResponses();
+    }
+
+    /** Most bytes one posting thread's pump wrote so far. */
+    long postingPumpBytesMax() {
+        return postingPumpBytesMax;
+    }
+
+    /** {@link #pump()} that writes about {@code budget} bytes at most (the frame in progress may end past it). */
+    int pump(long budget) throws IOException {
         int frames = 0;
         if (connection.channel() == null) {
             return 0;
         }
         pumpBytes = 0;
-        long budget = TcpQueuePair.writeBudget;
+        pumpBudget = budget;
         boolean more = true;
         while (true) {
             // Coalesce: build every frame that is ready now while the buffer has room, then write them at once.
@@ -215,7 +238,7 @@ final class TcpOutput {
             }
             framePending = false;
         }
-        long budget = TcpQueuePair.writeBudget;
+        long budget = pumpBudget;
         while (sourceIndex < sourceCount) {
             long remaining = sourceLength[sourceIndex] - sourceDone;
             if (remaining == 0) {

@@ -48,6 +48,16 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
      * busy reader fills the socket first).
      */
     static long writeBudget = 4L << 20;
+    /**
+     * Bytes a posting thread writes into the socket before it leaves the rest of its post to the progress thread
+     * (an urgent kick) and to the completion polls. A posting thread that wrote a whole large post list alone did
+     * the kernel's copy for every queue pair in turn on one core while the progress thread idled: the transfer
+     * engine posts a batch of 64 × 64 KiB as one list per queue pair, and its submit wrote 2 MiB into one socket,
+     * then 2 MiB into the other (1.5-1.8 ms of a 1.9-2.0 ms batch, 0.69-0.77x a raw WRITE stream on loopback).
+     * With 256 KiB the two threads write the two sockets at once: 1.00-1.06x (docs/services.md, "On the quiet VM of
+     * 2026-11-27"); `jccl perf write_bw -d tcp0` unchanged at 64 KiB and 1 MiB.
+     */
+    static final long POSTING_WRITE_BUDGET_BYTES = 256L << 10;
     /** Largest message whose ACK a delivering poll holds back ({@link IoDriverPolicy#HOLD_MAX_BYTES}; tests). */
     static final int HOLD_MAX_BYTES = IoDriverPolicy.HOLD_MAX_BYTES;
     /** How long after a kick that found the lock taken the progress thread looks again (as timers do). */
@@ -298,8 +308,8 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         io.posted(System.nanoTime()); // a posting thread is active on this QP (and polls for the completion)
         if (lock.tryLock()) {
             try {
-                if (connection.up()) {
-                    output.pump();
+                if (connection.up() && output.pumpForPoster()) {
+                    io.kickUrgently(); // the rest of a large post: the progress thread writes it meanwhile
                 }
             } catch (IOException e) {
                 onLinkLost();
@@ -626,6 +636,16 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
     }
 
     /** Output pumps that let go of the lock at the write budget with more to write (tests, diagnostics). */
+    /** Most bytes one posting thread's output pump wrote ({@link #POSTING_WRITE_BUDGET_BYTES}; tests). */
+    long postingPumpBytesMax() {
+        lock.lock();
+        try {
+            return output.postingPumpBytesMax();
+        } finally {
+            lock.unlock();
+        }
+    }
+
     long budgetStops() {
         lock.lock();
         try {

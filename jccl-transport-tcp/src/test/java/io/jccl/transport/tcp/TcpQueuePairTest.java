@@ -335,6 +335,39 @@ class TcpQueuePairTest {
     }
 
     @Test
+    void shouldLeaveMostOfALargePostListToTheProgressThread() {
+        // The transfer engine's batch of 64 KiB WRITEs, one post list per queue pair: the posting thread writes at
+        // most POSTING_WRITE_BUDGET_BYTES (and the frame it is in) and kicks the progress thread for the rest;
+        // before, it wrote the whole 2 MiB list itself (one core doing the copy while the progress thread idled).
+        Side a = Side.create(ca);
+        Side b = Side.create(cb);
+        TcpTestSupport.connect(a.qp(), b.qp());
+        int piece = 64 << 10;
+        int count = 32;
+        MemoryRegion la = a.pd().allocateMemory((long) piece * count, ALL);
+        MemoryRegion rb = b.pd().allocateMemory((long) piece * count, ALL);
+        for (int i = 0; i < piece * count; i += 8) {
+            la.segment().set(ValueLayout.JAVA_LONG, i, i * 131L + 3);
+        }
+        SendWorkRequest[] list = new SendWorkRequest[count];
+        for (int k = 0; k < count; k++) {
+            list[k] = new SendWorkRequest().wrId(k).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED)
+                .local(la, (long) k * piece, piece).remote(rb.address() + (long) k * piece, rb.rkey());
+        }
+        for (int round = 0; round < 3; round++) {
+            rb.segment().fill((byte) 0);
+            assertEquals(count, a.qp().postSend(list, count));
+            long wrote = ((TcpQueuePair) a.qp()).postingPumpBytesMax();
+            assertTrue(wrote > 0 && wrote <= piece * count / 4 && wrote <= TcpQueuePair.POSTING_WRITE_BUDGET_BYTES + piece
+                + 4096, "a posting thread wrote " + wrote + " bytes of a " + piece * count + "-byte post list itself");
+            for (int k = 0; k < count; k++) {
+                assertEquals(k, pollSuccess(a.cq()).wrId());
+            }
+            assertEquals(-1L, rb.segment().mismatch(la.segment()), "round " + round);
+        }
+    }
+
+    @Test
     void shouldLetGoOfTheQueuePairBetweenLargeWritesAndStillPlaceEveryByte() {
         // 4 x 8 MiB WRITEs posted at once: no single output pump may write more than its budget before it lets go of
         // the QP lock (so a posting thread returns to its CQ), and the data still lands in order and complete.
