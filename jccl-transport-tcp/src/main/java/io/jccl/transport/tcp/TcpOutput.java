@@ -135,12 +135,15 @@ final class TcpOutput {
 
     /**
      * A posting thread's pump: at most {@link TcpQueuePair#POSTING_WRITE_BUDGET_BYTES} (and the frame it is in);
-     * returns whether output is left for the progress thread.
+     * returns whether it stopped at that budget with more to write (output left for the progress thread). Output
+     * that waits for something else (a full socket, the READ depth, the peer's credits) is not the poster's to hand
+     * over: the selector or the next poll takes it on, as before.
      */
     boolean pumpForPoster() throws IOException {
+        long stopsBefore = budgetStops;
         pump(TcpQueuePair.POSTING_WRITE_BUDGET_BYTES);
         postingPumpBytesMax = Math.max(postingPumpBytesMax, pumpBytes);
-        return busy() || qp.requester.hasUnsent() || qp.responder.hasResponses();
+        return budgetStops != stopsBefore;
     }
 
     /** Most bytes one posting thread's pump wrote so far. */

@@ -49,13 +49,15 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
      */
     static long writeBudget = 4L << 20;
     /**
-     * Bytes a posting thread writes into the socket before it leaves the rest of its post to the progress thread
-     * (an urgent kick) and to the completion polls. A posting thread that wrote a whole large post list alone did
-     * the kernel's copy for every queue pair in turn on one core while the progress thread idled: the transfer
-     * engine posts a batch of 64 × 64 KiB as one list per queue pair, and its submit wrote 2 MiB into one socket,
-     * then 2 MiB into the other (1.5-1.8 ms of a 1.9-2.0 ms batch, 0.69-0.77x a raw WRITE stream on loopback).
-     * With 256 KiB the two threads write the two sockets at once: 1.00-1.06x (docs/services.md, "On the quiet VM of
-     * 2026-11-27"); `jccl perf write_bw -d tcp0` unchanged at 64 KiB and 1 MiB.
+     * Bytes a thread posting a list ({@code postSend(requests, count)}) writes into the socket before it leaves the
+     * rest to the progress thread (an urgent kick) and to the completion polls; single posts write up to
+     * {@link #writeBudget} as before. A posting thread that wrote a whole large post list alone did the kernel's
+     * copy for every queue pair in turn on one core while the progress thread idled: the transfer engine posts a
+     * batch of 64 × 64 KiB as one list per queue pair, and its submit wrote 2 MiB into one socket, then 2 MiB into
+     * the other (1.5-1.8 ms of a 1.9-2.0 ms batch, 0.69-0.77x a raw WRITE stream on loopback); with 256 KiB the two
+     * threads write the two sockets at once, 0.97-1.07x (docs/transport-tcp.md, "A large post is not the poster's to
+     * copy alone"). Lists only: with it on every post, 2-rank tcp0 all-reduces of 256 KiB (single posts) measured
+     * 1.50 against 2.01 GB/s busbw at the median of five runs, where the hand-over costs a wake-up per message.
      */
     static final long POSTING_WRITE_BUDGET_BYTES = 256L << 10;
     /** Largest message whose ACK a delivering poll holds back ({@link IoDriverPolicy#HOLD_MAX_BYTES}; tests). */
@@ -300,6 +302,23 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
 
     // ================================================================================================ application
 
+    /**
+     * A post list is being posted (its {@link #onSendPosted()} then hands most of a large list to the progress
+     * thread). Set and cleared by the posting thread around the list; a single post racing with a list on another
+     * thread may see it: either way only who writes the bytes changes, not what is written.
+     */
+    private volatile boolean postingList;
+
+    @Override
+    public int postSend(io.jccl.verbs.SendWorkRequest[] requests, int count) {
+        postingList = true;
+        try {
+            return super.postSend(requests, count);
+        } finally {
+            postingList = false;
+        }
+    }
+
     @Override
     protected void onSendPosted() {
         if (!connection.up()) {
@@ -308,8 +327,12 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         io.posted(System.nanoTime()); // a posting thread is active on this QP (and polls for the completion)
         if (lock.tryLock()) {
             try {
-                if (connection.up() && output.pumpForPoster()) {
-                    io.kickUrgently(); // the rest of a large post: the progress thread writes it meanwhile
+                if (connection.up()) {
+                    if (!postingList) {
+                        output.pump();
+                    } else if (output.pumpForPoster()) {
+                        io.kickUrgently(); // the rest of a large list: the progress thread writes it meanwhile
+                    }
                 }
             } catch (IOException e) {
                 onLinkLost();
