@@ -56,8 +56,9 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
      * batch of 64 × 64 KiB as one list per queue pair, and its submit wrote 2 MiB into one socket, then 2 MiB into
      * the other (1.5-1.8 ms of a 1.9-2.0 ms batch, 0.69-0.77x a raw WRITE stream on loopback); with 256 KiB the two
      * threads write the two sockets at once, 0.97-1.07x (docs/transport-tcp.md, "A large post list is not the
-     * poster's to copy alone"). Lists only: with it on every post, 2-rank tcp0 all-reduces of 256 KiB (single posts) measured
-     * 1.50 against 2.01 GB/s busbw at the median of five runs, where the hand-over costs a wake-up per message.
+     * poster's to copy alone"). Lists only: with it on every post, 2-rank tcp0 all-reduces of 256 KiB (single
+     * posts) measured 1.50 against 2.01 GB/s busbw at the median of five runs, a hand-over costing a wake-up per
+     * message.
      */
     static final long POSTING_WRITE_BUDGET_BYTES = 256L << 10;
     /** Largest message whose ACK a delivering poll holds back ({@link IoDriverPolicy#HOLD_MAX_BYTES}; tests). */
