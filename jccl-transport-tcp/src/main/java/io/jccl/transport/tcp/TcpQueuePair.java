@@ -303,25 +303,18 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
 
     // ================================================================================================ application
 
-    /**
-     * A post list is being posted (its {@link #onSendPosted()} then hands most of a large list to the progress
-     * thread). Set and cleared by the posting thread around the list; a single post racing with a list on another
-     * thread may see it: either way only who writes the bytes changes, not what is written.
-     */
-    private volatile boolean postingList;
-
-    @Override
-    public int postSend(io.jccl.verbs.SendWorkRequest[] requests, int count) {
-        postingList = true;
-        try {
-            return super.postSend(requests, count);
-        } finally {
-            postingList = false;
-        }
-    }
-
     @Override
     protected void onSendPosted() {
+        startPosted(false);
+    }
+
+    /** A post list: the poster writes at most {@link #POSTING_WRITE_BUDGET_BYTES} of it, the rest is handed over. */
+    @Override
+    protected void onSendListPosted() {
+        startPosted(true);
+    }
+
+    private void startPosted(boolean list) {
         if (!connection.up()) {
             return; // sent once the connection is up
         }
@@ -329,7 +322,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         if (lock.tryLock()) {
             try {
                 if (connection.up()) {
-                    if (!postingList) {
+                    if (!list) {
                         output.pump();
                     } else if (output.pumpForPoster()) {
                         io.kickUrgently(); // the rest of a large list: the progress thread writes it meanwhile

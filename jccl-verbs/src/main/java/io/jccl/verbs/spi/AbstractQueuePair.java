@@ -281,7 +281,7 @@ public abstract class AbstractQueuePair implements QueuePair, Progressable {
     }
 
     /**
-     * Posts a list under one lock and starts it with one {@link #onSendPosted()} (tcp: one output pump, so one
+     * Posts a list under one lock and starts it with one {@link #onSendListPosted()} (tcp: one output pump, so one
      * {@code write()} for a list of small requests); providers that execute under the post lock run each request as
      * it is queued, exactly as single posts do.
      */
@@ -310,7 +310,7 @@ public abstract class AbstractQueuePair implements QueuePair, Progressable {
             }
         } finally {
             if (kick) {
-                onSendPosted();
+                onSendListPosted();
             }
         }
         return posted;
@@ -463,6 +463,15 @@ public abstract class AbstractQueuePair implements QueuePair, Progressable {
 
     /** Called (without the lock) after a send was queued in a state that executes it. */
     protected abstract void onSendPosted();
+
+    /**
+     * Called (without the lock) after a post list queued sends in a state that executes them, instead of
+     * {@link #onSendPosted()}; by default the same. A provider whose poster does the I/O may share a long list's work
+     * with its own threads (tcp).
+     */
+    protected void onSendListPosted() {
+        onSendPosted();
+    }
 
     /** Called under the lock after a receive was queued; {@code index} is its position in the ring sequence. */
     protected void onReceivePosted(ReceiveSlot slot, long index) {
