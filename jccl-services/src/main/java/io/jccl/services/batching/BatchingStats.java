@@ -14,9 +14,11 @@ package io.jccl.services.batching;
  * @param queueDelayLog2Us index {@code k}: requests that waited {@code [2^(k-1), 2^k)} microseconds in the queue
  *                         (index 0: under 1 µs)
  * @param producers producers connected so far
+ * @param queued requests waiting for a batch when the snapshot was taken (the queue's depth)
  */
 public record BatchingStats(long requests, long batches, long timeouts, long malformed, long modelErrors,
-                            long[] batchesBySize, long[] batchesByReason, long[] queueDelayLog2Us, int producers) {
+                            long[] batchesBySize, long[] batchesByReason, long[] queueDelayLog2Us, int producers,
+                            int queued) {
     /** Mean batch size (0 before the first batch). */
     public double meanBatchSize() {
         long n = 0;
@@ -34,7 +36,7 @@ public record BatchingStats(long requests, long batches, long timeouts, long mal
         sb.append(requests).append(" requests in ").append(batches).append(" batches (mean size ")
             .append(String.format("%.2f", meanBatchSize())).append("), rejected: ").append(timeouts)
             .append(" timed out, ").append(malformed).append(" malformed, ").append(modelErrors)
-            .append(" model errors; closed by");
+            .append(" model errors, ").append(queued).append(" queued; closed by");
         for (CloseReason r : CloseReason.values()) {
             if (batchesByReason[r.ordinal()] > 0) {
                 sb.append(' ').append(r).append('=').append(batchesByReason[r.ordinal()]);

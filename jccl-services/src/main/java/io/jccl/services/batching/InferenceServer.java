@@ -46,6 +46,8 @@ public final class InferenceServer implements AutoCloseable {
     private static final long RECEIVE_BIT = 1L << 62;
     private static final long STORE_PERIOD_NS = 5_000_000L;
     private static final long IDLE_POLL_MAX_NS = 1_000_000L;
+    /** Longest wait at close for the responses in flight (a live producer's transport acknowledges within it). */
+    private static final long CLOSE_DELIVERY_NS = 2_000_000_000L;
 
     private final Log log = Log.get();
     private final Store store;
@@ -85,6 +87,8 @@ public final class InferenceServer implements AutoCloseable {
     private final long[] batchesByReason = new long[CloseReason.values().length];
     private final long[] queueDelayLog2Us = new long[64];
     private long requests;
+    /** Written by close() after the server thread stopped ({@link #responsesUnconfirmedAtClose()}). */
+    private volatile int responsesUnconfirmedAtClose;
     private long batches;
     private long timeouts;
     private long malformed;
@@ -224,7 +228,7 @@ public final class InferenceServer implements AutoCloseable {
     /** A snapshot of the counters (approximate while requests flow: read without stopping the server thread). */
     public BatchingStats stats() {
         return new BatchingStats(requests, batches, timeouts, malformed, modelErrors, batchesBySize.clone(),
-            batchesByReason.clone(), queueDelayLog2Us.clone(), producers);
+            batchesByReason.clone(), queueDelayLog2Us.clone(), producers, batcher.size());
     }
 
     // ================================================================================================ the loop
@@ -262,12 +266,34 @@ public final class InferenceServer implements AutoCloseable {
             for (int i = 0; i < n; i++) {
                 reject(rejected[i], InferenceStatus.SHUTDOWN);
             }
+            awaitResponsesDelivered();
         } catch (Throwable t) {
             failure = t;
             log.warn(0, Log.Subsys.NET, "inference server '" + name + "' stopped: " + t);
         } finally {
             stopped.countDown();
         }
+    }
+
+    /**
+     * At close: waits until the responses in flight completed (at most {@link #CLOSE_DELIVERY_NS}). A response still
+     * posted when the queue pairs close can be lost: over tcp0 the producer then saw its lane flushed instead of its
+     * last SHUTDOWN answer. A send completes when the producer's side executed it, so none is lost after this.
+     */
+    private void awaitResponsesDelivered() {
+        long deadline = System.nanoTime() + CLOSE_DELIVERY_NS;
+        while (responsesInFlight() && System.nanoTime() - deadline < 0) {
+            drainCompletions(queue.poll(completions, completions.length, IDLE_POLL_MAX_NS));
+        }
+    }
+
+    private boolean responsesInFlight() {
+        for (Lane lane : lanes) {
+            if (lane != null && !lane.dead && lane.sendsOutstanding > 0) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private int drainCompletions(int n) {
@@ -568,6 +594,18 @@ public final class InferenceServer implements AutoCloseable {
     }
 
     private void release() {
+        int unconfirmed = 0;
+        for (Lane l : lanes) {
+            if (l != null && !l.dead) {
+                unconfirmed += Math.max(0, l.sendsOutstanding);
+            }
+        }
+        responsesUnconfirmedAtClose = unconfirmed;
+        if (unconfirmed > 0) {
+            log.warn(0, Log.Subsys.NET, "inference server '" + name + "': " + unconfirmed + " responses were not"
+                + " confirmed by their producers within " + CLOSE_DELIVERY_NS / 1_000_000 + " ms of closing; they"
+                + " may be lost");
+        }
         for (Lane l : lanes) {
             if (l != null && l.qp != null) {
                 try {
@@ -583,6 +621,11 @@ public final class InferenceServer implements AutoCloseable {
         domain.close();
         context.close();
         arena.close();
+    }
+
+    /** Responses whose delivery no completion confirmed when the queue pairs were released (tests). */
+    int responsesUnconfirmedAtClose() {
+        return responsesUnconfirmedAtClose;
     }
 
     /** The error that stopped the server thread, if any. */

@@ -219,6 +219,52 @@ class InferenceBatchingTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"shm0", "tcp0"})
+    void shouldDeliverEveryShutdownAnswerBeforeTheQueuePairsClose(String device) throws InterruptedException {
+        // Three producers' full lanes queued behind a long delay (no batch is full), then close: every request is
+        // answered SHUTDOWN, none lost to the queue pairs closing while answers were in flight (over tcp0 one was, in
+        // CI: the producer saw its lane flushed instead). Then each producer's next request learns the server closed.
+        int slots = 32;
+        Store store = new InMemoryStore();
+        InferenceServer server = InferenceServer.create(store, "drain", config(device).withMaxBatchSize(4 * slots)
+            .withSlotsPerProducer(slots).withMaxQueueDelayNs(LONG_DELAY_NS), DOUBLER, options(device));
+        try (Arena arena = Arena.ofConfined();
+             InferenceClient a = InferenceClient.connect(store, "drain", options(device));
+             InferenceClient b = InferenceClient.connect(store, "drain", options(device));
+             InferenceClient c = InferenceClient.connect(store, "drain", options(device))) {
+            InferenceClient[] clients = {a, b, c};
+            for (InferenceClient client : clients) {
+                for (int i = 0; i < slots; i++) {
+                    client.submit(row(arena, i));
+                }
+            }
+            long deadline = System.nanoTime() + WAIT_NS;
+            while (server.stats().queued() < 3 * slots && System.nanoTime() < deadline) {
+                Thread.sleep(1); // until every request is queued at the server (one still in flight may be lost)
+            }
+            assertEquals(3 * slots, server.stats().queued());
+            server.close();
+            // It waited for its answers' completions before releasing the queue pairs (a WRITE still queued in a
+            // provider when its queue pair is destroyed is discarded, as ibv_destroy_qp does).
+            assertEquals(0, server.responsesUnconfirmedAtClose());
+            for (InferenceClient client : clients) {
+                for (int i = 0; i < slots; i++) {
+                    InferenceResponse r = client.poll(WAIT_NS);
+                    assertEquals(InferenceStatus.SHUTDOWN, r.status(), "answer " + i);
+                }
+                BatchingException closed = assertThrows(BatchingException.class, () -> {
+                    client.submit(row(arena, 0));
+                    client.poll(WAIT_NS);
+                });
+                assertTrue(closed.getMessage().contains("'drain'"), closed.getMessage());
+            }
+        } finally {
+            server.close();
+            store.close();
+        }
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm0", "tcp0"})
     void shouldFailAFullRingAfterTheRingWaitAndAClosedServerAtOnce(String device) {
         Store store = new InMemoryStore();
         InferenceServer server = InferenceServer.create(store, "full", config(device).withMaxBatchSize(8)
