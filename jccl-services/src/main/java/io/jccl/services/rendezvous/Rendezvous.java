@@ -78,6 +78,8 @@ public final class Rendezvous implements AutoCloseable {
     private static final long RECEIVE_BIT = 1L << 62;
     private static final long LIVENESS_PERIOD_NS = 100_000_000L;
     private static final int PENDING_MAX = 4096;
+    /** Longest wait of {@link #close()} for queued records, goodbyes and their completions. */
+    static final long CLOSE_FLUSH_MS = 2000;
     /** Hub: how often readiness of a topic not yet complete is broadcast. */
     private static final long BROADCAST_PERIOD_NS = 1_000_000L;
 
@@ -132,6 +134,8 @@ public final class Rendezvous implements AutoCloseable {
         int consumed;
         int reported;
         boolean gone;
+        /** Our goodbye is posted (at close, once the records queued before it went). */
+        boolean byeSent;
 
         Link(int peer, QueuePair qp, MemoryRegion mailbox, MemoryRegion outbox, long remoteMailbox, int remoteKey,
              long pid, boolean sameHost) {
@@ -775,7 +779,11 @@ public final class Rendezvous implements AutoCloseable {
 
     // ================================================================================================ closing
 
-    /** Says goodbye (the hub tells the others this rank left), stops the agent, releases links. Idempotent. */
+    /**
+     * Stops the agent, sends what {@link #send} queued and then a goodbye on every link (the hub tells the others this
+     * rank left), waits for the peers to take them (at most {@value #CLOSE_FLUSH_MS} ms: a live peer's agent does at
+     * once; what a peer did not take by then is logged as undelivered), and releases the links. Idempotent.
+     */
     @Override
     public void close() {
         lock.lock();
@@ -792,27 +800,32 @@ public final class Rendezvous implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
-        // Goodbyes, and their completions awaited (up to 500 ms): a queue pair closed under a WRITE in flight
-        // would drop it, and the peer would learn of the departure only from its link timeout.
+        // Queued records, then goodbyes, and their completions awaited: a queue pair closed under a WRITE in flight
+        // drops it (the peer would learn of the departure only from its link timeout), and a record still waiting for
+        // a credit was lost without a word. Incoming records are still handled meanwhile: they carry the credits.
         pollLock.lock();
-        lock.lock();
         try {
-            for (Link l : links) {
-                if (l != null && !l.gone) {
-                    post(l, record(BYE, rank, l.peer, 0, 0), 1);
+            long deadline = System.nanoTime() + CLOSE_FLUSH_MS * 1_000_000L;
+            while (!flushForClose() && System.nanoTime() - deadline < 0) {
+                int n = queue.poll(completions, completions.length, 1_000_000L);
+                lock.lock();
+                try {
+                    for (int k = 0; k < n; k++) {
+                        onCompletion(completions[k]);
+                    }
+                } catch (RuntimeException e) {
+                    log.warn(rank, Log.Subsys.NET, "rendezvous close of rank " + rank + ": " + e.getMessage());
+                } finally {
+                    lock.unlock();
                 }
             }
-            long deadline = System.nanoTime() + 500_000_000L;
-            while (sendsOutstanding > 0 && System.nanoTime() - deadline < 0) {
-                int n = queue.poll(completions, completions.length, 1_000_000L);
-                for (int k = 0; k < n; k++) {
-                    if ((completions[k].wrId() & RECEIVE_BIT) == 0) {
-                        sendsOutstanding--;
-                    }
-                }
+            lock.lock();
+            try {
+                warnUndelivered();
+            } finally {
+                lock.unlock();
             }
         } finally {
-            lock.unlock();
             pollLock.unlock();
         }
         for (Link l : links) {
@@ -823,6 +836,46 @@ public final class Rendezvous implements AutoCloseable {
         queue.close();
         domain.close();
         context.close();
+    }
+
+    /**
+     * One step of the close: sends the queued records and credits each link allows, then its goodbye. Returns whether
+     * every live link has its goodbye posted and every send completed. Under {@link #pollLock}.
+     */
+    private boolean flushForClose() {
+        lock.lock();
+        try {
+            boolean said = true;
+            for (Link l : links) {
+                if (l == null || l.gone || l.byeSent) {
+                    continue;
+                }
+                flush(l);
+                if (!l.pending.isEmpty() || l.gone) {
+                    said &= l.gone;
+                    continue;
+                }
+                l.byeSent = post(l, record(BYE, rank, l.peer, 0, 0), 1);
+                said &= l.byeSent;
+            }
+            return said && sendsOutstanding == 0;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** At close, after the wait: names the links whose records or goodbye the peer did not take. Under the lock. */
+    private void warnUndelivered() {
+        for (Link l : links) {
+            if (l != null && !l.gone && (!l.pending.isEmpty() || !l.byeSent)) {
+                log.warn(rank, Log.Subsys.NET, "rendezvous close of rank " + rank + ": rank " + l.peer + " did not take "
+                    + l.pending.size() + " queued records and the goodbye within " + CLOSE_FLUSH_MS + " ms; dropped");
+            }
+        }
+        if (sendsOutstanding > 0) {
+            log.warn(rank, Log.Subsys.NET, "rendezvous close of rank " + rank + ": " + sendsOutstanding
+                + " records unconfirmed after " + CLOSE_FLUSH_MS + " ms");
+        }
     }
 
     private static void closeLink(Link l) {

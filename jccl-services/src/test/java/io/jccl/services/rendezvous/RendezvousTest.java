@@ -114,6 +114,32 @@ class RendezvousTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"shm0", "tcp0"})
+    void shouldDeliverWhatWasQueuedBeforeAClose(String device) {
+        // Rank 1 sends ten mailboxes of records and closes at once: most still wait for credits then. The close sends
+        // them, in order, and then its goodbye (it dropped them without a word, and the goodbye with them).
+        int count = 10 * Rendezvous.MAILBOX_SLOTS;
+        try (Store store = new InMemoryStore()) {
+            Ranks.run(store, 2, Ranks.options(device), (r, barrier) -> {
+                if (r.rank() == 1) {
+                    for (int i = 0; i < count; i++) {
+                        r.send(0, ("m" + i).getBytes(StandardCharsets.UTF_8));
+                    }
+                    r.close();
+                    return;
+                }
+                for (int i = 0; i < count; i++) {
+                    Message m = r.receive(TimeUnit.SECONDS.toNanos(5));
+                    assertNotNull(m, "message " + i);
+                    assertEquals("m" + i, new String(m.payload(), StandardCharsets.UTF_8));
+                }
+                RendezvousException e = assertThrows(RendezvousException.class, () -> r.await(9, WAIT_NS));
+                assertTrue(e.getMessage().contains("left the rendezvous"), e.getMessage());
+            });
+        }
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"shm0", "tcp0"})
     void shouldFailWaitsAtOnceWhenTheHubCloses(String device) {
         try (Store store = new InMemoryStore()) {
             Ranks.run(store, 2, Ranks.options(device), (r, barrier) -> {
