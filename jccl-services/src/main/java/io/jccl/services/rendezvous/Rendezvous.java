@@ -868,8 +868,9 @@ public final class Rendezvous implements AutoCloseable {
     private void warnUndelivered() {
         for (Link l : links) {
             if (l != null && !l.gone && (!l.pending.isEmpty() || !l.byeSent)) {
-                log.warn(rank, Log.Subsys.NET, "rendezvous close of rank " + rank + ": rank " + l.peer + " did not take "
-                    + l.pending.size() + " queued records and the goodbye within " + CLOSE_FLUSH_MS + " ms; dropped");
+                log.warn(rank, Log.Subsys.NET, "rendezvous close of rank " + rank + ": rank " + l.peer
+                    + " did not take " + l.pending.size() + " queued records and the goodbye within " + CLOSE_FLUSH_MS
+                    + " ms; dropped");
             }
         }
         if (sendsOutstanding > 0) {
