@@ -812,8 +812,8 @@ public final class Rendezvous implements AutoCloseable {
         pollLock.lock();
         try {
             // A slow peer that still takes records keeps the close waiting (at most the job's timeout); one that
-            // took nothing for CLOSE_FLUSH_MS does not. (With 2 s in all, the close test failed 2 of 4 runs of the
-            // services module beside a busy loop; 0 of 11 with this.)
+            // took nothing for CLOSE_FLUSH_MS does not: a fixed 2 s in all would drop records a live peer on a
+            // loaded host was still taking.
             long start = System.nanoTime();
             long moved = start;
             while (!flushForClose()) {

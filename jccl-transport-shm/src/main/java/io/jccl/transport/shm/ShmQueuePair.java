@@ -272,6 +272,14 @@ public final class ShmQueuePair extends AbstractQueuePair {
         }
     }
 
+    /**
+     * Completes the receives whose results the peer already published, before a request to that peer fails: the
+     * CQ then shows its messages before the failure (must hold the lock).
+     */
+    void deliverPublishedReceives() {
+        receiver.drain();
+    }
+
     /** Makes the next {@link #progress} take the full path (a blocking poller calls it after each sleep). */
     void lookFullyNextPoll() {
         idleLooks = -1;

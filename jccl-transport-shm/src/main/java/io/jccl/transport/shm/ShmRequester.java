@@ -240,7 +240,10 @@ final class ShmRequester {
             }
         }
         if (peerDead || peerState == S_ERR || peerState == S_DESTROYED) {
-            // As a hardware requester whose peer stopped answering: transport retries exhausted.
+            // As a hardware requester whose peer stopped answering: transport retries exhausted. What the peer sent
+            // and saw complete before it went is ours first, as on a wire where its messages arrived before our
+            // retries ran out: without this the failure reached the CQ before the peer's last message (its goodbye).
+            qp.deliverPublishedReceives();
             counters.increment(Counter.LOCAL_ACK_TIMEOUT_ERR);
             qp.completeRequest(WorkCompletionStatus.RETRY_EXC_ERR, 0);
             return true;

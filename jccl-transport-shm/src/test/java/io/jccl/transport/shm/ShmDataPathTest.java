@@ -335,6 +335,29 @@ class ShmDataPathTest {
     }
 
     @Test
+    void shouldDeliverWhatADestroyedPeerCompletedBeforeFailingRequestsToIt() {
+        // b's WRITE_WITH_IMM completed at b, so a has received it; then b destroys its QP. a's next request to b
+        // fails, but after that message in a's CQ: the failure came first, and an application read it as the peer's
+        // link failing before its goodbye (Rendezvous over shm0, one run in two under load).
+        MemoryRegion local = a.pd.allocateMemory(4096, ALL_REMOTE);
+        MemoryRegion remote = b.pd.allocateMemory(4096, ALL_REMOTE);
+        a.qp.postReceive(recv.wrId(7).local(local, 64, 8));
+        b.qp.postSend(send.wrId(8).opcode(SendOpcode.RDMA_WRITE_WITH_IMM).flags(SendFlag.SIGNALED).immediateData(42)
+            .local(remote, 0, 8).remote(local.address(), local.rkey()));
+        assertSuccess(b.next());
+        b.qp.close();
+        a.qp.postSend(send.wrId(9).opcode(SendOpcode.RDMA_WRITE).flags(SendFlag.SIGNALED).local(local, 0, 8)
+            .remote(remote.address(), remote.rkey()));
+        WorkCompletion first = a.next();
+        assertSuccess(first);
+        assertEquals(7, first.wrId());
+        assertEquals(42, first.immediateData());
+        WorkCompletion second = a.next();
+        assertEquals(9, second.wrId());
+        assertEquals(WorkCompletionStatus.RETRY_EXC_ERR, second.status());
+    }
+
+    @Test
     void shouldFlushRequestsPostedInError() {
         MemoryRegion local = a.pd.allocateMemory(4096, ALL_REMOTE);
         a.qp.modify(new QueuePairAttributes().state(QueuePairState.ERROR));
