@@ -159,11 +159,7 @@ public final class TransferBench {
         long n = 0;
         long end = System.nanoTime() + durationNs;
         do {
-            batch.clear();
-            for (int i = 0; i < count; i++) {
-                batch.write(source, (long) i * bytes, remote, (long) i * bytes, bytes);
-            }
-            if (!batch.submit().await()) {
+            if (!fill(batch, source, remote, count, bytes).submit().await()) {
                 throw new IllegalStateException(batch.toString());
             }
             n++;
@@ -179,10 +175,10 @@ public final class TransferBench {
                                     int bytes, long durationNs) {
         long n = 0;
         long end = System.nanoTime() + durationNs;
-        TransferBatch inFlight = fill(a, source, remote, bytes).submit();
+        TransferBatch inFlight = fill(a, source, remote, 64, bytes).submit();
         TransferBatch next = b;
         do {
-            fill(next, source, remote, bytes).submit();
+            fill(next, source, remote, 64, bytes).submit();
             if (!inFlight.await()) {
                 throw new IllegalStateException(inFlight.toString());
             }
@@ -197,9 +193,11 @@ public final class TransferBench {
         return n + 1;
     }
 
-    private static TransferBatch fill(TransferBatch batch, LocalSegment source, RemoteSegment remote, int bytes) {
+    /** Clears {@code batch} and adds {@code count} WRITEs of {@code bytes}, place i to place i. */
+    private static TransferBatch fill(TransferBatch batch, LocalSegment source, RemoteSegment remote, int count,
+                                      int bytes) {
         batch.clear();
-        for (int i = 0; i < 64; i++) {
+        for (int i = 0; i < count; i++) {
             batch.write(source, (long) i * bytes, remote, (long) i * bytes, bytes);
         }
         return batch;

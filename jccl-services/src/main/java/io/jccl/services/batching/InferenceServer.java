@@ -282,18 +282,20 @@ public final class InferenceServer implements AutoCloseable {
      */
     private void awaitResponsesDelivered() {
         long deadline = System.nanoTime() + CLOSE_DELIVERY_NS;
-        while (responsesInFlight() && System.nanoTime() - deadline < 0) {
+        while (responsesInFlight() > 0 && System.nanoTime() - deadline < 0) {
             drainCompletions(queue.poll(completions, completions.length, IDLE_POLL_MAX_NS));
         }
     }
 
-    private boolean responsesInFlight() {
+    /** Responses posted to live lanes whose completions have not come yet. */
+    private int responsesInFlight() {
+        int n = 0;
         for (Lane lane : lanes) {
-            if (lane != null && !lane.dead && lane.sendsOutstanding > 0) {
-                return true;
+            if (lane != null && !lane.dead) {
+                n += Math.max(0, lane.sendsOutstanding);
             }
         }
-        return false;
+        return n;
     }
 
     private int drainCompletions(int n) {
@@ -594,12 +596,7 @@ public final class InferenceServer implements AutoCloseable {
     }
 
     private void release() {
-        int unconfirmed = 0;
-        for (Lane l : lanes) {
-            if (l != null && !l.dead) {
-                unconfirmed += Math.max(0, l.sendsOutstanding);
-            }
-        }
+        int unconfirmed = responsesInFlight();
         responsesUnconfirmedAtClose = unconfirmed;
         if (unconfirmed > 0) {
             log.warn(0, Log.Subsys.NET, "inference server '" + name + "': " + unconfirmed + " responses were not"

@@ -652,7 +652,6 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         engine.remove(this);
     }
 
-    /** Output pumps that let go of the lock at the write budget with more to write (tests, diagnostics). */
     /** Most bytes one posting thread's output pump wrote ({@link #POSTING_WRITE_BUDGET_BYTES}; tests). */
     long postingPumpBytesMax() {
         lock.lock();
@@ -663,6 +662,7 @@ final class TcpQueuePair extends AbstractQueuePair implements TcpEngine.Handler 
         }
     }
 
+    /** Output pumps that let go of the lock at the write budget with more to write (tests, diagnostics). */
     long budgetStops() {
         lock.lock();
         try {
